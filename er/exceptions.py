@@ -1,0 +1,74 @@
+"""Exceptions raised by er.
+
+Every error er raises on purpose derives from :class:`ERError`::
+
+    ERError
+    ├── ConfigError (ValueError)          bad hyper-parameter, setting or URL
+    ├── NotFittedError (AttributeError)   estimator used before fit
+    ├── RecordError (ValueError)          an input record failed validation
+    ├── DataDirLockedError                another er process owns the data dir
+    ├── IndexStaleError                   ANN index older than the data asked for
+    └── StoreError                        a store operation failed
+        └── TransientStoreError           ... and may succeed if retried
+
+``is_retryable`` tells a task whether retrying can help; Celery tasks retry only
+:class:`TransientStoreError`.
+"""
+
+from __future__ import annotations
+
+
+class ERError(Exception):
+    """Root of er's exceptions."""
+
+    @property
+    def is_retryable(self) -> bool:
+        return False
+
+
+class ConfigError(ERError, ValueError):
+    """A hyper-parameter, setting or URL is invalid."""
+
+
+class NotFittedError(ERError, AttributeError):
+    """An estimator was used before ``fit``."""
+
+
+class RecordError(ERError, ValueError):
+    """An input record failed validation.
+
+    Parameters
+    ----------
+    record : str
+        The record's external id (or its position when it has none).
+    field : str
+        The offending field.
+    reason : str
+        What is wrong with it.
+    """
+
+    def __init__(self, record: str, field: str, reason: str) -> None:
+        self.record = record
+        self.field = field
+        self.reason = reason
+        super().__init__(f"record {record!r}, field {field!r}: {reason}")
+
+
+class DataDirLockedError(ERError):
+    """Another er process owns the embedded database in this data dir."""
+
+
+class IndexStaleError(ERError):
+    """The ANN index is older than the data the caller asked for."""
+
+
+class StoreError(ERError):
+    """A store operation failed; the operation's name is in the message."""
+
+
+class TransientStoreError(StoreError):
+    """A store operation failed in a way that a retry may fix (connection, deadlock)."""
+
+    @property
+    def is_retryable(self) -> bool:
+        return True

@@ -1,0 +1,245 @@
+"""The graph store port: one interface, a FalkorDB and a Neo4j adapter.
+
+Template methods here own validation, statement building, logging and error
+wrapping; adapters implement three primitives (``_write``, ``_read``,
+``_run_schema``) over their driver.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from er.delta import ClusteringDelta
+from er.exceptions import ConfigError, StoreError
+from er.stores.graph import _cypher as cy
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["GraphStore", "Structure"]
+
+
+@dataclass(frozen=True)
+class Structure:
+    """A collection's hierarchy as of one batch.
+
+    Attributes
+    ----------
+    nodes : list of dict
+        One per node: ``id``, ``leaf``, ``size``, ``score``, ``level_lo``, ``level_hi``.
+    edges : ndarray of int64, shape (e, 2)
+        ``(child, parent)`` rows sorted by child, then parent.
+    """
+
+    nodes: list[dict[str, Any]]
+    edges: NDArray[np.int64]
+
+
+def _node_rows(delta: ClusteringDelta, leaf: bool) -> list[dict[str, Any]]:
+    keep = np.flatnonzero(delta.is_leaf == leaf)
+    return [
+        {
+            "id": int(delta.node_id[i]),
+            "leaf": leaf,
+            "size": int(delta.size[i]),
+            "score": None if np.isnan(delta.score[i]) else float(delta.score[i]),
+            "level_lo": int(delta.level_lo[i]),
+            "level_hi": int(delta.level_hi[i]),
+        }
+        for i in keep
+    ]
+
+
+def _edge_rows(edges: NDArray[np.int64]) -> list[dict[str, int]]:
+    return [{"child": int(c), "parent": int(p)} for c, p in edges]
+
+
+def _check_seq(batch_seq: int) -> int:
+    if isinstance(batch_seq, bool) or not isinstance(batch_seq, int | np.integer) or batch_seq < 1:
+        raise ConfigError(f"batch_seq must be an int >= 1. Got {batch_seq!r} instead.")
+    return int(batch_seq)
+
+
+def _check_as_of(as_of: int | None) -> int:
+    return cy.AS_OF_NOW if as_of is None else int(as_of)
+
+
+class GraphStore(ABC):
+    """Where hierarchies live: nodes, parent edges and their history.
+
+    Every structure is scoped by a ``collection`` name, so one graph holds many
+    collections. Writes are stamped with a batch sequence number and idempotent.
+    """
+
+    engine: str = ""
+
+    # -- primitives -------------------------------------------------------------
+    @abstractmethod
+    def _write(self, parts: Sequence[cy.WritePart], params: dict[str, Any]) -> None:
+        """Run ``parts`` in order, all or nothing."""
+
+    @abstractmethod
+    def _read(self, cypher: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Run a read query; return its rows as dicts keyed by column."""
+
+    @abstractmethod
+    def _run_schema(self, statements: Sequence[str]) -> None:
+        """Apply DDL statements, skipping what already exists."""
+
+    @abstractmethod
+    def _translate(self, exc: Exception) -> StoreError | None:
+        """Map a driver exception to a StoreError, or None if it is not the driver's."""
+
+    def close(self) -> None:  # noqa: B027 - adapters without resources need not override
+        """Release the adapter's resources (the caller owns the driver)."""
+
+    # -- template methods -----------------------------------------------------------
+    @contextmanager
+    def _operation(self, op: str) -> Iterator[None]:
+        # Log the operation's name only: parameters hold personal data.
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as exc:
+            wrapped = self._translate(exc)
+            if wrapped is None:
+                raise
+            logger.warning("graph store %s failed on %s: %s", self.engine, op, type(exc).__name__)
+            raise wrapped from exc
+
+    @final
+    def init_schema(self) -> None:
+        """Create indexes and constraints; safe to run any number of times."""
+        with self._operation("init_schema"):
+            self._run_schema(cy.schema_statements(self.engine))
+
+    @final
+    def apply_delta(self, collection: str, delta: ClusteringDelta, batch_seq: int) -> None:
+        """Apply one step's delta in one transaction, stamped with ``batch_seq``.
+
+        Edges retire first, then nodes are upserted and retired, then edges are
+        added. Applying the same delta with the same ``batch_seq`` again changes
+        nothing.
+
+        Raises
+        ------
+        StoreError
+            If an edge or retirement names a node that is neither in the delta nor
+            in the graph; nothing is written then.
+        """
+        seq = _check_seq(batch_seq)
+        with self._operation("apply_delta"):
+            self._check_references(collection, delta)
+            parts = [
+                cy.WritePart(cy.retire_edges_cypher(), "retire_edge_rows",
+                             _edge_rows(delta.edges_retired)),
+                cy.WritePart(cy.upsert_nodes_cypher("Mention", "mention_rows"), "mention_rows",
+                             _node_rows(delta, leaf=True)),
+                cy.WritePart(cy.upsert_nodes_cypher("Cluster", "cluster_rows"), "cluster_rows",
+                             _node_rows(delta, leaf=False)),
+                cy.WritePart(cy.retire_nodes_cypher(), "retire_node_rows",
+                             [int(i) for i in delta.retired]),
+                cy.WritePart(cy.add_edges_cypher(), "add_edge_rows", _edge_rows(delta.edges_added)),
+            ]
+            params = {"collection": collection, "seq": seq, "algorithm": delta.algorithm}
+            self._write([p for p in parts if p.rows], params)
+        logger.info("applied delta: %d elements at batch %d", delta.n_elements, seq)
+
+    def _check_references(self, collection: str, delta: ClusteringDelta) -> None:
+        referenced = np.unique(
+            np.concatenate([delta.edges_added.ravel(), delta.edges_retired.ravel(), delta.retired])
+        )
+        outside = np.setdiff1d(referenced, delta.node_id)
+        if outside.size == 0:
+            return
+        rows = self._read(
+            cy.existing_ids_cypher(), {"collection": collection, "ids": outside.tolist()}
+        )
+        missing = np.setdiff1d(outside, np.array([r["id"] for r in rows], dtype=np.int64))
+        if missing.size:
+            raise StoreError(
+                f"apply_delta: {missing.size} node(s) referenced by edges or retirements are "
+                f"neither in the delta nor in collection {collection!r}, e.g. ids "
+                f"{missing[:5].tolist()}; nothing was written"
+            )
+
+    @final
+    def ancestors(self, collection: str, node_id: int, as_of: int | None = None) -> list[dict[str, Any]]:
+        """Ancestors of a node, nearest first, as of batch ``as_of`` (None: now).
+
+        Returns
+        -------
+        list of dict
+            ``id``, ``depth``, ``score``, ``level_lo``, ``level_hi``, ``size`` per ancestor.
+        """
+        params = {"collection": collection, "id": int(node_id), "as_of": _check_as_of(as_of)}
+        with self._operation("ancestors"):
+            return self._read(cy.canned_query("ancestors"), params)
+
+    @final
+    def members(self, collection: str, cluster_id: int, as_of: int | None = None) -> list[int]:
+        """Sorted ids of the mentions under a cluster as of batch ``as_of``."""
+        params = {"collection": collection, "id": int(cluster_id), "as_of": _check_as_of(as_of)}
+        with self._operation("members"):
+            return [int(r["id"]) for r in self._read(cy.canned_query("members"), params)]
+
+    @final
+    def entity_of(
+        self,
+        collection: str,
+        mention_id: int,
+        *,
+        score: float | None = None,
+        level: int | None = None,
+        as_of: int | None = None,
+    ) -> int:
+        """Id of the node that is a mention's entity under a score or a level cut.
+
+        Exactly one of ``score`` (keep merges at linkage >= score) and ``level``
+        (SCC/MBSCC level) is given. A mention that no cluster of the cut holds is
+        its own entity, and its id is returned.
+        """
+        if (score is None) == (level is None):
+            raise ConfigError("entity_of takes exactly one of score= and level=.")
+        params: dict[str, Any] = {
+            "collection": collection, "id": int(mention_id), "as_of": _check_as_of(as_of)
+        }
+        if score is not None:
+            name, params["threshold"] = "entity_at_score", float(score)
+        else:
+            name, params["level"] = "entity_at_level", int(level)  # type: ignore[arg-type]
+        with self._operation("entity_of"):
+            rows = self._read(cy.canned_query(name), params)
+        return int(rows[0]["id"]) if rows else int(mention_id)
+
+    @final
+    def structure(self, collection: str, as_of: int | None = None) -> Structure:
+        """All nodes and parent edges of a collection as of batch ``as_of``."""
+        params = {"collection": collection, "as_of": _check_as_of(as_of)}
+        with self._operation("structure"):
+            nodes = self._read(cy.canned_query("structure_nodes"), params)
+            rows = self._read(cy.canned_query("structure_edges"), params)
+        edges = np.array([[r["child"], r["parent"]] for r in rows], dtype=np.int64).reshape(-1, 2)
+        return Structure(nodes=nodes, edges=edges)
+
+    @final
+    def stats(self, collection: str) -> dict[str, int]:
+        """Counts of ``nodes``, ``edges`` and ``current_edges``, retired ones included."""
+        with self._operation("stats"):
+            rows = self._read(cy.canned_query("stats"), {"collection": collection})
+        return {k: int(rows[0][k] or 0) for k in ("nodes", "edges", "current_edges")}
+
+    @final
+    def delete_collection(self, collection: str) -> None:
+        """Remove every node and edge of a collection (tests, `er reset`)."""
+        with self._operation("delete_collection"):
+            self._write([cy.WritePart(cy.delete_collection_cypher(), "unused", [0])],
+                        {"collection": collection})

@@ -1,0 +1,74 @@
+"""Open a graph store from an ``ER_GRAPH_URL``-style URL (entry points only)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from er.exceptions import ConfigError
+from er.stores.graph._base import GraphStore
+
+__all__ = ["open_graph_store"]
+
+_SCHEMES = ("falkordb+embedded", "falkordb", "neo4j", "neo4j+s", "bolt", "bolt+s")
+
+
+@contextmanager
+def open_graph_store(
+    url: str,
+    *,
+    data_dir: Path | str,
+    graph_name: str = "er",
+    user: str | None = None,
+    password: str | None = None,
+) -> Iterator[GraphStore]:
+    """Yield a ready graph store for ``url``; close everything it opened on exit.
+
+    ``falkordb+embedded://`` starts FalkorDB as a child process with its data in
+    ``data_dir``; ``falkordb://host:port`` connects to a running FalkorDB;
+    ``neo4j://``, ``bolt://`` (and their ``+s`` forms) connect to Neo4j.
+    """
+    scheme = urlsplit(url).scheme
+    if scheme not in _SCHEMES:
+        raise ConfigError(
+            f"ER_GRAPH_URL must start with one of {', '.join(s + '://' for s in _SCHEMES)}. "
+            f"Got {url!r} instead."
+        )
+    with ExitStack() as stack:
+        if scheme.startswith("falkordb"):
+            store = _falkordb(url, scheme, data_dir, graph_name, stack)
+        else:
+            store = _neo4j(url, graph_name, user, password, stack)
+        yield store
+
+
+def _falkordb(url: str, scheme: str, data_dir: Path | str, graph: str, stack: ExitStack) -> GraphStore:
+    from falkordb import FalkorDB
+
+    from er.stores.graph._embedded import EmbeddedFalkorDB
+    from er.stores.graph._falkordb import FalkorDBStore
+
+    if scheme == "falkordb+embedded":
+        server = stack.enter_context(EmbeddedFalkorDB(data_dir))
+        host, port = "127.0.0.1", server.port
+    else:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 6379
+    db = FalkorDB(host=host, port=port)
+    stack.callback(db.connection.close)
+    return FalkorDBStore(db.select_graph(graph))
+
+
+def _neo4j(
+    url: str, database: str, user: str | None, password: str | None, stack: ExitStack
+) -> GraphStore:
+    import neo4j
+
+    from er.stores.graph._neo4j import Neo4jStore
+
+    auth = (user, password or "") if user else None
+    driver = neo4j.GraphDatabase.driver(url, auth=auth)
+    stack.callback(driver.close)
+    return Neo4jStore(driver, database=database)

@@ -1,0 +1,99 @@
+"""Cypher shared by the FalkorDB and Neo4j adapters.
+
+Written in the subset both engines run (MATCH, MERGE, UNWIND, SET, variable-length
+paths). Values always travel as parameters; each write statement reads its rows
+from its own parameter so that the FalkorDB adapter can chain them into one query.
+Common parameters: ``$collection``, ``$seq`` and ``$algorithm``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+SCHEMA_DIR = Path(__file__).resolve().parents[3] / "schema"
+
+# An edge is current as of batch b when since <= b < until; "now" is this value.
+AS_OF_NOW = 2**62
+
+
+@dataclass(frozen=True)
+class WritePart:
+    """One ``UNWIND $<rows_param> AS r ...`` statement and the rows it takes."""
+
+    cypher: str
+    rows_param: str
+    rows: list[Any]
+
+
+def retire_edges_cypher() -> str:
+    # `since < $seq` keeps a replay of this batch from retiring the edges it adds.
+    return (
+        "UNWIND $retire_edge_rows AS r "
+        "MATCH (c:Node {collection: $collection, id: r.child})"
+        "-[p:PARENT]->(q:Node {collection: $collection, id: r.parent}) "
+        "WHERE p.until IS NULL AND p.since < $seq "
+        "SET p.until = $seq"
+    )
+
+
+def upsert_nodes_cypher(label: str, rows_param: str) -> str:
+    if label not in ("Mention", "Cluster"):
+        raise ValueError(f"unknown node label {label!r}")
+    return (
+        f"UNWIND ${rows_param} AS r "
+        f"MERGE (n:Node:{label} {{collection: $collection, id: r.id}}) "
+        "ON CREATE SET n.created = $seq "
+        "SET n.leaf = r.leaf, n.size = r.size, n.score = r.score, "
+        "n.level_lo = r.level_lo, n.level_hi = r.level_hi, n.algorithm = $algorithm"
+    )
+
+
+def retire_nodes_cypher() -> str:
+    return (
+        "UNWIND $retire_node_rows AS i "
+        "MATCH (n:Node {collection: $collection, id: i}) "
+        "WHERE n.retired IS NULL "
+        "SET n.retired = $seq"
+    )
+
+
+def add_edges_cypher() -> str:
+    # MERGE on (child, parent, since) makes a replayed batch a no-op.
+    return (
+        "UNWIND $add_edge_rows AS r "
+        "MATCH (c:Node {collection: $collection, id: r.child}), "
+        "(q:Node {collection: $collection, id: r.parent}) "
+        "MERGE (c)-[p:PARENT {since: $seq}]->(q)"
+    )
+
+
+def existing_ids_cypher() -> str:
+    return (
+        "UNWIND $ids AS i "
+        "MATCH (n:Node {collection: $collection, id: i}) "
+        "RETURN n.id AS id"
+    )
+
+
+def delete_collection_cypher() -> str:
+    return "MATCH (n:Node {collection: $collection}) DETACH DELETE n"
+
+
+@cache
+def canned_query(name: str) -> str:
+    """Text of ``schema/queries/<name>.cypher``, the queries users run themselves."""
+    return (SCHEMA_DIR / "queries" / f"{name}.cypher").read_text()
+
+
+def schema_statements(engine: str) -> list[str]:
+    """DDL statements of ``schema/<engine>/V*.cypher`` in version order."""
+    statements: list[str] = []
+    for path in sorted((SCHEMA_DIR / engine).glob("V*.cypher")):
+        text = "\n".join(
+            line for line in path.read_text().splitlines() if not line.lstrip().startswith("//")
+        )
+        statements += [s.strip() for s in text.split(";") if s.strip()]
+    return statements

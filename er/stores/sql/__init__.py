@@ -1,0 +1,19 @@
+"""Relational store: SQLAlchemy 2 models and data functions (PostgreSQL, SQLite)."""
+
+from er.stores.sql._mentions import count_mentions, get_or_create_collection, upsert_mentions
+from er.stores.sql._migrate import make_engine, upgrade
+from er.stores.sql._models import Base, Batch, Collection, EvalRun, Mention, RejectedRecord
+
+__all__ = [
+    "Base",
+    "Batch",
+    "Collection",
+    "EvalRun",
+    "Mention",
+    "RejectedRecord",
+    "count_mentions",
+    "get_or_create_collection",
+    "make_engine",
+    "upgrade",
+    "upsert_mentions",
+]

@@ -1,0 +1,100 @@
+"""Data functions on the relational store.
+
+Callers (the pipeline, a task, the CLI) open the session and its transaction and
+pass the session in; nothing here opens or commits one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from er.stores.sql._models import Collection, Mention
+
+__all__ = ["count_mentions", "get_or_create_collection", "upsert_mentions"]
+
+
+def get_or_create_collection(
+    session: Session, name: str, config: Mapping[str, Any] | None = None
+) -> Collection:
+    """Return the collection called ``name``, creating it with ``config`` if absent."""
+    found = session.scalar(select(Collection).where(Collection.name == name))
+    if found is not None:
+        return found
+    created = Collection(name=name, config=dict(config or {}))
+    session.add(created)
+    session.flush()
+    return created
+
+
+def _insert_for(session: Session) -> Any:
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(Mention)
+    if dialect == "sqlite":
+        return sqlite.insert(Mention)
+    raise NotImplementedError(f"upsert_mentions does not support the {dialect!r} dialect")
+
+
+def upsert_mentions(
+    session: Session,
+    collection_id: int,
+    batch_seq: int,
+    records: Iterable[Mapping[str, Any]],
+    chunk_size: int = 5000,
+) -> int:
+    """Insert mentions; a record already stored (same external id) is left as it was.
+
+    Parameters
+    ----------
+    session : Session
+        Open session; its transaction is the caller's.
+    collection_id : int
+        Owning collection.
+    batch_seq : int
+        Batch the records arrived in.
+    records : iterable of mapping
+        Each with ``external_id``, ``payload`` and optionally ``gold_entity``.
+    chunk_size : int, default 5000
+        Rows per INSERT statement.
+
+    Returns
+    -------
+    int
+        Number of new mentions (duplicates of stored ones are not counted).
+    """
+    stmt = _insert_for(session)
+    stmt = stmt.on_conflict_do_nothing(index_elements=["collection_id", "external_id"])
+    inserted = 0
+    chunk: list[dict[str, Any]] = []
+    for rec in records:
+        chunk.append(
+            {
+                "collection_id": collection_id,
+                "external_id": str(rec["external_id"]),
+                "payload": rec["payload"],
+                "gold_entity": rec.get("gold_entity"),
+                "batch_seq": batch_seq,
+            }
+        )
+        if len(chunk) >= chunk_size:
+            inserted += _insert_chunk(session, stmt, chunk)
+            chunk = []
+    if chunk:
+        inserted += _insert_chunk(session, stmt, chunk)
+    return inserted
+
+
+def _insert_chunk(session: Session, stmt: Any, rows: Sequence[dict[str, Any]]) -> int:
+    result = session.execute(stmt.returning(Mention.id), rows)
+    return len(result.all())
+
+
+def count_mentions(session: Session, collection_id: int) -> int:
+    """Number of mentions stored for a collection."""
+    query = select(func.count()).select_from(Mention).where(Mention.collection_id == collection_id)
+    return int(session.scalar(query) or 0)

@@ -1,0 +1,50 @@
+"""Engine creation and Alembic upgrades driven from code (``er init``, tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+
+_ROOT = Path(__file__).resolve().parents[3]
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine; SQLite gets foreign keys and WAL for concurrent readers."""
+    engine = create_engine(url, pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_conn: object, _record: object) -> None:
+    cur = dbapi_conn.cursor()  # type: ignore[attr-defined]
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.close()
+
+
+def alembic_config(engine: Engine | None = None) -> Config:
+    """Alembic config from ``pyproject.toml``; an engine, if given, is used directly."""
+    cfg = Config(toml_file=str(_ROOT / "pyproject.toml"))
+    cfg.set_main_option("script_location", str(_ROOT / "migrations"))
+    if engine is not None:
+        cfg.attributes["engine"] = engine
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Upgrade the relational schema of ``engine`` to ``revision``."""
+    command.upgrade(alembic_config(engine), revision)
+
+
+def downgrade(engine: Engine, revision: str = "base") -> None:
+    """Downgrade the relational schema of ``engine`` to ``revision``."""
+    command.downgrade(alembic_config(engine), revision)
+
+
+def check(engine: Engine) -> None:
+    """Raise if the models and the migrated database differ (``alembic check``)."""
+    command.check(alembic_config(engine))

@@ -1,0 +1,120 @@
+"""Relational schema (DESIGN §3): collections, mentions, batches, rejects, eval runs.
+
+The same models serve PostgreSQL (production, tests) and SQLite (embedded default);
+JSON columns become JSONB on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Alembic docs, "The Importance of Naming Constraints": stable names make
+# migrations reproducible on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+Json = JSON().with_variant(JSONB(), "postgresql")
+# SQLite only auto-increments INTEGER PRIMARY KEY, so ids are BIGINT elsewhere.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _now() -> Any:
+    return func.now()
+
+
+class Collection(Base):
+    """A set of mentions clustered together, with its configuration."""
+
+    __tablename__ = "collections"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    config: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class Mention(Base):
+    """One accepted input record; ``(collection_id, external_id)`` is unique."""
+
+    __tablename__ = "mentions"
+    __table_args__ = (UniqueConstraint("collection_id", "external_id"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
+    external_id: Mapped[str] = mapped_column(String(512))
+    payload: Mapped[dict[str, Any]] = mapped_column(Json)
+    gold_entity: Mapped[str | None] = mapped_column(String(512), default=None)
+    batch_seq: Mapped[int] = mapped_column(BigInteger, index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class Batch(Base):
+    """One ingest batch of a collection, clustered in ``seq`` order."""
+
+    __tablename__ = "batches"
+    __table_args__ = (UniqueConstraint("collection_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(20), default="pending", index=True)
+    n_accepted: Mapped[int] = mapped_column(Integer, default=0)
+    n_rejected: Mapped[int] = mapped_column(Integer, default=0)
+    timings: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+
+
+class RejectedRecord(Base):
+    """An input record that failed validation, with the reason (record and field)."""
+
+    __tablename__ = "rejected_records"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
+    external_id: Mapped[str | None] = mapped_column(String(512), default=None)
+    payload: Mapped[Any] = mapped_column(Json)
+    reason: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class EvalRun(Base):
+    """One evaluation of a collection's structure against gold labels."""
+
+    __tablename__ = "eval_runs"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
+    algorithm: Mapped[str] = mapped_column(String(50))
+    params: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+    as_of_seq: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    metrics: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+    report_path: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
