@@ -5,4 +5,11 @@ from er.exceptions import ConfigError, ERError, NotFittedError, StoreError
 
 __version__ = "0.1.0"
 
-__all__ = ["ClusteringDelta", "ConfigError", "ERError", "NotFittedError", "StoreError", "__version__"]
+__all__ = [
+    "ClusteringDelta",
+    "ConfigError",
+    "ERError",
+    "NotFittedError",
+    "StoreError",
+    "__version__",
+]

@@ -60,5 +60,7 @@ def falkordb_bolt_server(tmp_path_factory: pytest.TempPathFactory):  # type: ign
     """
     from er.stores.graph import EmbeddedFalkorDB
 
-    with EmbeddedFalkorDB(tmp_path_factory.mktemp("falkordb-bolt"), bolt=True, durable=False) as server:
+    with EmbeddedFalkorDB(
+        tmp_path_factory.mktemp("falkordb-bolt"), bolt=True, durable=False
+    ) as server:
         yield server

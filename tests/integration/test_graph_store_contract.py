@@ -46,7 +46,9 @@ def _make_store(kind: str, servers: Any, poison: bool = False) -> tuple[GraphSto
     from er.stores.graph import FalkorDBStore, Neo4jStore
 
     if kind == "falkordb":
-        graph = FalkorDB(host="127.0.0.1", port=servers[0].port).select_graph(f"t{uuid.uuid4().hex}")
+        graph = FalkorDB(host="127.0.0.1", port=servers[0].port).select_graph(
+            f"t{uuid.uuid4().hex}"
+        )
         cls: type = _poisoned(FalkorDBStore) if poison else FalkorDBStore
         store = cls(graph)
         store.init_schema()
@@ -54,10 +56,15 @@ def _make_store(kind: str, servers: Any, poison: bool = False) -> tuple[GraphSto
     if kind == "neo4j-over-falkordb-bolt":
         # FalkorDB's Bolt layer always serves the graph named "falkordb".
         server = servers[1]
-        FalkorDBStore(FalkorDB(host="127.0.0.1", port=server.port).select_graph("falkordb")).init_schema()
+        FalkorDBStore(
+            FalkorDB(host="127.0.0.1", port=server.port).select_graph("falkordb")
+        ).init_schema()
         driver = neo4j.GraphDatabase.driver(
-            f"bolt://127.0.0.1:{server.bolt_port}", auth=("falkordb", ""),
-            max_transaction_retry_time=2, connection_timeout=5, connection_acquisition_timeout=5,
+            f"bolt://127.0.0.1:{server.bolt_port}",
+            auth=("falkordb", ""),
+            max_transaction_retry_time=2,
+            connection_timeout=5,
+            connection_acquisition_timeout=5,
         )
         cls = _poisoned(Neo4jStore) if poison else Neo4jStore
         return cls(driver, write_batch_size=5), driver.close
@@ -110,14 +117,25 @@ def collection(store: GraphStore) -> Iterator[str]:
     store.delete_collection(name)
 
 
-def delta(nodes: Sequence[tuple[int, bool, int, float, int]] = (), *, edges=(), retire_edges=(),
-          retired=()) -> ClusteringDelta:
+def delta(
+    nodes: Sequence[tuple[int, bool, int, float, int]] = (),
+    *,
+    edges=(),
+    retire_edges=(),
+    retired=(),
+) -> ClusteringDelta:
     """Delta from (id, leaf, size, score, level) tuples."""
     cols = list(zip(*nodes, strict=True)) if nodes else [[], [], [], [], []]
     return ClusteringDelta(
-        node_id=cols[0], is_leaf=cols[1], size=cols[2], score=cols[3],
-        level_lo=cols[4], level_hi=cols[4],
-        edges_added=list(edges), edges_retired=list(retire_edges), retired=list(retired),
+        node_id=cols[0],
+        is_leaf=cols[1],
+        size=cols[2],
+        score=cols[3],
+        level_lo=cols[4],
+        level_hi=cols[4],
+        edges_added=list(edges),
+        edges_retired=list(retire_edges),
+        retired=list(retired),
         algorithm="test",
     )
 
@@ -198,9 +216,12 @@ def test_failed_write_leaves_nothing_partial(
 ) -> None:
     kind = store.kind  # type: ignore[attr-defined]
     if kind == "neo4j-over-falkordb-bolt":
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="FalkorDB's Bolt layer ignores rollback (and may crash on the failing statement)"
-        ))
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="FalkorDB's Bolt layer ignores rollback (may crash on the failing statement)",
+            )
+        )
     store.apply_delta(collection, BATCH1, 1)
     poisoned, close = _make_store(kind, servers, poison=True)
     if kind == "falkordb":
@@ -245,7 +266,9 @@ def test_values_are_parameters_never_cypher(store: GraphStore) -> None:
 
 def test_schema_can_be_applied_twice(store: GraphStore) -> None:
     if store.kind == "neo4j-over-falkordb-bolt":  # type: ignore[attr-defined]
-        pytest.skip("DDL over FalkorDB's Bolt port crashes the server; the native client applies it")
+        pytest.skip(
+            "DDL over FalkorDB's Bolt port crashes the server; the native client applies it"
+        )
     store.init_schema()
     store.init_schema()
 
@@ -280,9 +303,13 @@ def histories(draw: st.DrawFn) -> list[ClusteringDelta]:
     return batches
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(history=histories())
-def test_as_of_reads_match_a_replay_oracle(store: GraphStore, history: list[ClusteringDelta]) -> None:
+def test_as_of_reads_match_a_replay_oracle(
+    store: GraphStore, history: list[ClusteringDelta]
+) -> None:
     name = f"h-{uuid.uuid4().hex[:8]}"
     oracle = HistoryOracle()
     try:

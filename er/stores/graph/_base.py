@@ -139,14 +139,22 @@ class GraphStore(ABC):
         with self._operation("apply_delta"):
             self._check_references(collection, delta)
             parts = [
-                cy.WritePart(cy.retire_edges_cypher(), "retire_edge_rows",
-                             _edge_rows(delta.edges_retired)),
-                cy.WritePart(cy.upsert_nodes_cypher("Mention", "mention_rows"), "mention_rows",
-                             _node_rows(delta, leaf=True)),
-                cy.WritePart(cy.upsert_nodes_cypher("Cluster", "cluster_rows"), "cluster_rows",
-                             _node_rows(delta, leaf=False)),
-                cy.WritePart(cy.retire_nodes_cypher(), "retire_node_rows",
-                             [int(i) for i in delta.retired]),
+                cy.WritePart(
+                    cy.retire_edges_cypher(), "retire_edge_rows", _edge_rows(delta.edges_retired)
+                ),
+                cy.WritePart(
+                    cy.upsert_nodes_cypher("Mention", "mention_rows"),
+                    "mention_rows",
+                    _node_rows(delta, leaf=True),
+                ),
+                cy.WritePart(
+                    cy.upsert_nodes_cypher("Cluster", "cluster_rows"),
+                    "cluster_rows",
+                    _node_rows(delta, leaf=False),
+                ),
+                cy.WritePart(
+                    cy.retire_nodes_cypher(), "retire_node_rows", [int(i) for i in delta.retired]
+                ),
                 cy.WritePart(cy.add_edges_cypher(), "add_edge_rows", _edge_rows(delta.edges_added)),
             ]
             params = {"collection": collection, "seq": seq, "algorithm": delta.algorithm}
@@ -172,7 +180,9 @@ class GraphStore(ABC):
             )
 
     @final
-    def ancestors(self, collection: str, node_id: int, as_of: int | None = None) -> list[dict[str, Any]]:
+    def ancestors(
+        self, collection: str, node_id: int, as_of: int | None = None
+    ) -> list[dict[str, Any]]:
         """Ancestors of a node, nearest first, as of batch ``as_of`` (None: now).
 
         Returns
@@ -210,7 +220,9 @@ class GraphStore(ABC):
         if (score is None) == (level is None):
             raise ConfigError("entity_of takes exactly one of score= and level=.")
         params: dict[str, Any] = {
-            "collection": collection, "id": int(mention_id), "as_of": _check_as_of(as_of)
+            "collection": collection,
+            "id": int(mention_id),
+            "as_of": _check_as_of(as_of),
         }
         if score is not None:
             name, params["threshold"] = "entity_at_score", float(score)
@@ -241,5 +253,7 @@ class GraphStore(ABC):
     def delete_collection(self, collection: str) -> None:
         """Remove every node and edge of a collection (tests, `er reset`)."""
         with self._operation("delete_collection"):
-            self._write([cy.WritePart(cy.delete_collection_cypher(), "unused", [0])],
-                        {"collection": collection})
+            self._write(
+                [cy.WritePart(cy.delete_collection_cypher(), "unused", [0])],
+                {"collection": collection},
+            )

@@ -44,7 +44,9 @@ def open_graph_store(
         yield store
 
 
-def _falkordb(url: str, scheme: str, data_dir: Path | str, graph: str, stack: ExitStack) -> GraphStore:
+def _falkordb(
+    url: str, scheme: str, data_dir: Path | str, graph: str, stack: ExitStack
+) -> GraphStore:
     from falkordb import FalkorDB
 
     from er.stores.graph._embedded import EmbeddedFalkorDB

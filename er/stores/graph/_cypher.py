@@ -71,11 +71,7 @@ def add_edges_cypher() -> str:
 
 
 def existing_ids_cypher() -> str:
-    return (
-        "UNWIND $ids AS i "
-        "MATCH (n:Node {collection: $collection, id: i}) "
-        "RETURN n.id AS id"
-    )
+    return "UNWIND $ids AS i MATCH (n:Node {collection: $collection, id: i}) RETURN n.id AS id"
 
 
 def delete_collection_cypher() -> str:

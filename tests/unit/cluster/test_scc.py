@@ -1,0 +1,122 @@
+"""SCC, Affinity and RecipNN against scipy oracles, and structure properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.cluster.hierarchy import linkage as scipy_linkage
+from scipy.sparse import csgraph, csr_array
+
+from er.cluster import SCC, Affinity, Hierarchy, RecipNN, knn_graph, normalize_rows
+from er.evaluation import dendrogram_purity
+from er.exceptions import ConfigError
+
+from .._trees import leaves_under
+
+
+def blobs(n_clusters: int, per: int, dim: int, spread: float, seed: int):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(n_clusters, dim)) * 10
+    y = np.repeat(np.arange(n_clusters), per)
+    X = centers[y] + rng.normal(scale=spread, size=(y.size, dim))
+    order = rng.permutation(y.size)
+    return X[order].astype(np.float32), y[order]
+
+
+def check_structure(h: Hierarchy) -> None:
+    """Invariants of every tree: one root, acyclic, sizes from leaves, levels nest."""
+    assert h.is_tree
+    assert h.roots().tolist() == [h.n_nodes - 1] or h.n_points == 1
+    h.topological_levels()  # raises on a cycle
+    sets = leaves_under(h)
+    np.testing.assert_array_equal(h.sizes(), [len(s) for s in sets])
+    assert sets[h.roots()[0]] == set(range(h.n_points))
+    previous = None
+    for level in range(int(h.level_hi.max()) + 1):
+        labels = h.cut(level)
+        for v in np.unique(labels):  # each block of the level is a node's leaf set
+            assert set(np.flatnonzero(labels == v).tolist()) == sets[v]
+        if previous is not None:  # levels nest: a block never splits going up
+            for v in np.unique(previous):
+                assert np.unique(labels[previous == v]).size == 1
+        previous = labels
+
+
+def test_affinity_round_one_is_the_1nn_components_and_last_the_graph_components() -> None:
+    X, _ = blobs(6, 15, 5, 1.0, seed=3)
+    G = knn_graph(X, 4)
+    h = Affinity(k=4).fit(graph=G).hierarchy_
+    nn = np.asarray(G.argmax(axis=1)).ravel()  # ties: lowest column, as ours
+    one_nn = csr_array((np.ones(len(nn)), (np.arange(len(nn)), nn)), shape=G.shape)
+    _, expected = csgraph.connected_components(one_nn, directed=True, connection="weak")
+    assert _same_partition(h.cut(1), expected)
+    _, final = csgraph.connected_components(G, directed=False)
+    assert _same_partition(h.cut(int(h.level_lo.max()) - (len(np.unique(final)) > 1)), final)
+
+
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    pairs = set(zip(a.tolist(), b.tolist(), strict=True))
+    return len(pairs) == len(np.unique(a)) == len(np.unique(b))
+
+
+@pytest.mark.parametrize("method", ["average", "single"])
+def test_recipnn_on_a_complete_graph_equals_scipy_hac(method: str) -> None:
+    rng = np.random.default_rng(7)
+    X = normalize_rows(rng.normal(size=(40, 6)))
+    S = X @ X.T
+    n = len(X)
+    r, c = np.nonzero(~np.eye(n, dtype=bool))
+    h = RecipNN(linkage=method).fit(graph=(r, c, S[r, c])).hierarchy_
+    Z = scipy_linkage(X, method=method, metric="cosine")
+    ours = {frozenset(s) for s in leaves_under(h)}
+    members = [{i} for i in range(n)]
+    for a, b, _, _ in Z:
+        members.append(members[int(a)] | members[int(b)])
+    assert ours == {frozenset(s) for s in members}
+
+
+@pytest.mark.parametrize("linkage", ["average", "single", "centroid"])
+def test_scc_recovers_well_separated_clusters(linkage: str) -> None:
+    X, y = blobs(12, 10, 8, 0.5, seed=11)
+    h = SCC(n_levels=40, k=8, linkage=linkage).fit(X).hierarchy_
+    assert dendrogram_purity(h, y) == 1.0
+    check_structure(h)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(2, 40),
+    k=st.integers(1, 6),
+    levels=st.integers(1, 20),
+    schedule=st.sampled_from(["geometric", "linear"]),
+    linkage=st.sampled_from(["average", "single", "centroid"]),
+    seed=st.integers(0, 1000),
+)
+def test_scc_structure_invariants(n, k, levels, schedule, linkage, seed) -> None:
+    X = np.random.default_rng(seed).normal(size=(n, 4)).astype(np.float32)
+    est = SCC(n_levels=levels, k=k, schedule=schedule, linkage=linkage)
+    h = est.fit(X).hierarchy_
+    check_structure(h)
+    again = SCC(n_levels=levels, k=k, schedule=schedule, linkage=linkage).fit(X).hierarchy_
+    np.testing.assert_array_equal(h.edges, again.edges)  # deterministic, ids included
+    np.testing.assert_array_equal(est.delta_.edges_added, h.edges)
+
+
+def test_parameters_are_validated_with_a_clear_message() -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"'n_levels' parameter of SCC must be an int in the range \[1, inf\]\. Got -3",
+    ):
+        SCC(n_levels=-3).fit(np.eye(3, dtype=np.float32))
+    with pytest.raises(ConfigError, match="'linkage' parameter of Affinity must be one of"):
+        Affinity(linkage="ward").fit(np.eye(3, dtype=np.float32))
+
+
+def test_json_round_trip() -> None:
+    X, _ = blobs(3, 5, 3, 0.5, seed=1)
+    h = SCC(n_levels=10, k=3).fit(X).hierarchy_
+    back = Hierarchy.from_json(h.to_json())
+    np.testing.assert_array_equal(back.edges, h.edges)
+    np.testing.assert_array_equal(back.level_hi[h.n_points :], h.level_hi[h.n_points :])

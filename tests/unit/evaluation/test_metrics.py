@@ -1,0 +1,127 @@
+"""Metrics against hand-computed cases, brute force and scikit-learn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn import metrics as skm
+
+from er.evaluation import (
+    bcubed,
+    ceaf_e,
+    conll_f1,
+    contingency_matrix,
+    dendrogram_purity,
+    dp_means_cost,
+    jaccard_metrics,
+    muc,
+    pairwise_prf,
+)
+
+from .._trees import brute_dendrogram_purity, leaves_under, random_tree
+
+FLAT = {"pairwise": pairwise_prf, "bcubed": bcubed, "muc": muc, "ceaf_e": ceaf_e}
+labelings = st.lists(st.integers(0, 5), min_size=2, max_size=30)
+
+
+def test_hand_computed_case() -> None:
+    # gold {a,b,c} {d,e}; pred {a,b} {c,d,e}
+    gold, pred = [0, 0, 0, 1, 1], [0, 0, 1, 1, 1]
+    assert pairwise_prf(gold, pred) == pytest.approx((2 / 4, 2 / 4, 0.5))
+    # B3: P = (1+1+1/3+2/3+2/3)/5, R = (2/3+2/3+1/3+1+1)/5
+    assert bcubed(gold, pred)[:2] == pytest.approx((11 / 15, 11 / 15))
+    # MUC: R = ((3-2)+(2-1))/((3-1)+(2-1)) = 2/3 ({a,b,c} splits in 2, {d,e} stays whole);
+    #      P = ((2-1)+(3-2))/((2-1)+(3-1)) = 2/3
+    assert muc(gold, pred)[:2] == pytest.approx((2 / 3, 2 / 3))
+    # CEAF-e: best alignment {abc}-{ab}: 2*2/5, {de}-{cde}: 2*2/5 -> 1.6 / 2 each side
+    assert ceaf_e(gold, pred)[:2] == pytest.approx((0.8, 0.8))
+    assert conll_f1(gold, pred) == pytest.approx(np.mean([2 / 3, 11 / 15, 0.8]))
+
+
+def test_dendrogram_purity_hand_case() -> None:
+    from er.cluster import Hierarchy
+
+    # ((0,1),(2,3)) with classes a a a b: pairs (0,1) LCA {0,1} purity 1; (0,2),(1,2) LCA root 3/4
+    h = Hierarchy(
+        4,
+        np.array([[0, 4], [1, 4], [2, 5], [3, 5], [4, 6], [5, 6]]),
+        np.zeros(7),
+        np.zeros(7),
+        np.zeros(7),
+    )
+    assert dendrogram_purity(h, [0, 0, 0, 1]) == pytest.approx((1 + 0.75 + 0.75) / 3)
+
+
+@pytest.mark.parametrize("name", sorted(FLAT))
+@settings(max_examples=60, deadline=None)
+@given(gold=labelings, data=st.data())
+def test_flat_metric_invariances(name: str, gold: list[int], data: st.DataObject) -> None:
+    metric = FLAT[name]
+    pred = data.draw(st.lists(st.integers(0, 5), min_size=len(gold), max_size=len(gold)))
+    p, r, f = metric(gold, pred)
+    assert 0 <= p <= 1 and 0 <= r <= 1 and 0 <= f <= 1
+    perm = np.random.default_rng(0).permutation(10)
+    assert metric(perm[np.array(gold)], perm[np.array(pred)]) == pytest.approx((p, r, f))
+    assert metric(pred, gold)[:2] == pytest.approx((r, p))  # swapping sides swaps P and R
+    assert metric(gold, gold)[2] == pytest.approx(1.0) or name == "muc"
+
+
+@settings(max_examples=60, deadline=None)
+@given(gold=labelings, data=st.data())
+def test_agreement_with_scikit_learn(gold: list[int], data: st.DataObject) -> None:
+    pred = data.draw(st.lists(st.integers(0, 5), min_size=len(gold), max_size=len(gold)))
+    C = contingency_matrix(gold, pred).toarray()
+    np.testing.assert_array_equal(C, skm.cluster.contingency_matrix(gold, pred))
+    # pairwise P/R are the Fowlkes-Mallows ingredients: FM = sqrt(P R)
+    p, r, _ = pairwise_prf(gold, pred)
+    tp = (C * (C - 1)).sum() / 2
+    if tp:
+        assert np.sqrt(p * r) == pytest.approx(skm.fowlkes_mallows_score(gold, pred))
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 14), k=st.integers(1, 4), seed=st.integers(0, 10_000))
+def test_efficient_dendrogram_purity_equals_brute_force(n: int, k: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    h = random_tree(n, rng)
+    y = rng.integers(0, k, n)
+    assert dendrogram_purity(h, y) == pytest.approx(brute_dendrogram_purity(h, y))
+    assert 0 <= dendrogram_purity(h, y) <= 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 14), k=st.integers(1, 4), seed=st.integers(0, 10_000))
+def test_jaccard_metrics_equal_brute_force(n: int, k: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    h = random_tree(n, rng)
+    y = rng.integers(0, k, n)
+    sets = leaves_under(h)
+    golds = [set(np.flatnonzero(y == c).tolist()) for c in np.unique(y)]
+    jac = np.array([[len(s & g) / len(s | g) for g in golds] for s in sets])
+    got = jaccard_metrics(h, y)
+    assert got["jacc_node"] == pytest.approx(jac.max(axis=1).mean())
+    assert got["jacc_lbl"] == pytest.approx(jac.max(axis=0).mean())
+    sizes = np.array([len(g) for g in golds])
+    assert got["jacc_pt"] == pytest.approx((jac.max(axis=0) * sizes).sum() / sizes.sum())
+
+
+def test_dp_is_one_iff_tree_contains_the_gold_partition() -> None:
+    from er.cluster import Hierarchy
+
+    h = Hierarchy(
+        4,
+        np.array([[0, 4], [1, 4], [2, 5], [3, 5], [4, 6], [5, 6]]),
+        np.zeros(7),
+        np.zeros(7),
+        np.zeros(7),
+    )
+    assert dendrogram_purity(h, [0, 0, 1, 1]) == 1.0
+    assert dendrogram_purity(h, [0, 1, 0, 1]) < 1.0
+    assert jaccard_metrics(h, [0, 0, 1, 1])["jacc_lbl"] == 1.0
+
+
+def test_dp_means_cost_by_hand() -> None:
+    X = np.array([[0.0], [2.0], [10.0]])
+    assert dp_means_cost(X, [0, 0, 1], lam=5.0) == pytest.approx(1 + 1 + 0 + 2 * 5.0)

@@ -1,0 +1,93 @@
+"""The `er cluster` / `er score` command-line contract, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ER = [sys.executable, "-m", "er.cli"]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ER, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("algorithm", ["scc", "affinity", "recipnn"])
+def test_cluster_then_score(tmp_path: Path, algorithm: str) -> None:
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(5), 8)
+    X = (rng.normal(size=(5, 6))[y] * 5 + rng.normal(size=(40, 6)) * 0.3).astype(np.float32)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    done = _run(
+        "cluster",
+        "--algorithm",
+        algorithm,
+        "--input",
+        str(tmp_path / "X.npy"),
+        "--param",
+        "k=5",
+        "--output",
+        str(tmp_path / "S.json"),
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "S.json").read_text())
+    assert doc["n_points"] == 40 and doc["algorithm"] == algorithm and doc["params"]["k"] == 5
+    children = [c for c, _ in doc["edges"]]
+    assert len(children) == len(set(children))  # a tree: one parent each
+    assert all(int(v) >= 40 for v in doc["nodes"])
+    scored = _run(
+        "score", "--structure", str(tmp_path / "S.json"), "--labels", str(tmp_path / "y.npy")
+    )
+    assert scored.returncode == 0, scored.stderr
+    metrics = json.loads(scored.stdout)
+    for key in (
+        "dendrogram_purity",
+        "jacc_node",
+        "jacc_pt",
+        "jacc_lbl",
+        "best_level_pairwise_f1",
+        "n_nodes",
+    ):
+        assert key in metrics
+    assert metrics["dendrogram_purity"] == 1.0
+
+
+def test_bad_input_names_the_file_and_row(tmp_path: Path) -> None:
+    X = np.ones((4, 3), np.float32)
+    X[2, 1] = np.nan
+    np.save(tmp_path / "X.npy", X)
+    done = _run(
+        "cluster",
+        "--algorithm",
+        "scc",
+        "--input",
+        str(tmp_path / "X.npy"),
+        "--output",
+        str(tmp_path / "S.json"),
+    )
+    assert done.returncode == 2
+    assert "row 2 has a non-finite value" in done.stderr
+    assert not (tmp_path / "S.json").exists()
+
+
+def test_bad_parameter_is_a_clear_error(tmp_path: Path) -> None:
+    np.save(tmp_path / "X.npy", np.eye(4, dtype=np.float32))
+    done = _run(
+        "cluster",
+        "--algorithm",
+        "scc",
+        "--input",
+        str(tmp_path / "X.npy"),
+        "--param",
+        "n_levels=0",
+        "--output",
+        str(tmp_path / "S.json"),
+    )
+    assert done.returncode == 2
+    assert "'n_levels' parameter of SCC must be an int" in done.stderr

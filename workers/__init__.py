@@ -1,0 +1,1 @@
+"""Celery workers: thin tasks that each call one er.pipeline function."""
