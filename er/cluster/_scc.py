@@ -175,7 +175,10 @@ class Affinity(_GraphClusterer):
     components of the input graph. Parameters as :class:`SCC` (``linkage``, ``k``).
     """
 
-    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {"linkage": [Options(LINKAGES)], "k": [Interval(int, 1, None)]}
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "linkage": [Options(LINKAGES)],
+        "k": [Interval(int, 1, None)],
+    }
     algorithm = "affinity"
 
     def __init__(self, *, linkage: str = "average", k: int = 10) -> None:
@@ -196,7 +199,10 @@ class RecipNN(_GraphClusterer):
     HAC tree (dissertation §2.6.2). Parameters as :class:`Affinity`.
     """
 
-    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {"linkage": [Options(LINKAGES)], "k": [Interval(int, 1, None)]}
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "linkage": [Options(LINKAGES)],
+        "k": [Interval(int, 1, None)],
+    }
     algorithm = "recipnn"
 
     def __init__(self, *, linkage: str = "average", k: int = 10) -> None:

@@ -219,7 +219,7 @@ def test_failed_write_leaves_nothing_partial(
         request.applymarker(
             pytest.mark.xfail(
                 strict=True,
-                reason="FalkorDB's Bolt layer ignores rollback (may crash on the failing statement)",
+                reason="FalkorDB's Bolt layer ignores rollback (may crash on the failed statement)",
             )
         )
     store.apply_delta(collection, BATCH1, 1)
