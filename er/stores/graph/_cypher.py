@@ -8,6 +8,7 @@ Common parameters: ``$collection``, ``$seq`` and ``$algorithm``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -28,12 +29,20 @@ class WritePart:
     rows: list[Any]
 
 
+def node_key(collection: str, node_id: int) -> str:
+    """The single-property write key of a node: unambiguous for any collection name.
+
+    Writes look nodes up by this one indexed property; FalkorDB resolves it about
+    four times faster than the (collection, id) composite (bench/RESULTS.md).
+    """
+    return json.dumps([collection, int(node_id)], ensure_ascii=False)
+
+
 def retire_edges_cypher() -> str:
     # `since < $seq` keeps a replay of this batch from retiring the edges it adds.
     return (
         "UNWIND $retire_edge_rows AS r "
-        "MATCH (c:Node {collection: $collection, id: r.child})"
-        "-[p:PARENT]->(q:Node {collection: $collection, id: r.parent}) "
+        "MATCH (c:Node {key: r.child})-[p:PARENT]->(q:Node {key: r.parent}) "
         "WHERE p.until IS NULL AND p.since < $seq "
         "SET p.until = $seq"
     )
@@ -42,19 +51,24 @@ def retire_edges_cypher() -> str:
 def upsert_nodes_cypher(label: str, rows_param: str) -> str:
     if label not in ("Mention", "Cluster"):
         raise ValueError(f"unknown node label {label!r}")
+    attrs = (
+        "n.leaf = r.leaf, n.size = r.size, n.score = r.score, "
+        "n.level_lo = r.level_lo, n.level_hi = r.level_hi, n.algorithm = $algorithm"
+    )
+    # Branch-wise SETs instead of one trailing SET: same effect, and FalkorDB
+    # skips a pass over the rows (about a third of the node upsert time).
     return (
         f"UNWIND ${rows_param} AS r "
-        f"MERGE (n:Node:{label} {{collection: $collection, id: r.id}}) "
-        "ON CREATE SET n.created = $seq "
-        "SET n.leaf = r.leaf, n.size = r.size, n.score = r.score, "
-        "n.level_lo = r.level_lo, n.level_hi = r.level_hi, n.algorithm = $algorithm"
+        f"MERGE (n:Node:{label} {{key: r.key}}) "
+        f"ON CREATE SET n.collection = $collection, n.id = r.id, n.created = $seq, {attrs} "
+        f"ON MATCH SET {attrs}"
     )
 
 
 def retire_nodes_cypher() -> str:
     return (
-        "UNWIND $retire_node_rows AS i "
-        "MATCH (n:Node {collection: $collection, id: i}) "
+        "UNWIND $retire_node_rows AS k "
+        "MATCH (n:Node {key: k}) "
         "WHERE n.retired IS NULL "
         "SET n.retired = $seq"
     )
@@ -64,14 +78,13 @@ def add_edges_cypher() -> str:
     # MERGE on (child, parent, since) makes a replayed batch a no-op.
     return (
         "UNWIND $add_edge_rows AS r "
-        "MATCH (c:Node {collection: $collection, id: r.child}), "
-        "(q:Node {collection: $collection, id: r.parent}) "
+        "MATCH (c:Node {key: r.child}), (q:Node {key: r.parent}) "
         "MERGE (c)-[p:PARENT {since: $seq}]->(q)"
     )
 
 
 def existing_ids_cypher() -> str:
-    return "UNWIND $ids AS i MATCH (n:Node {collection: $collection, id: i}) RETURN n.id AS id"
+    return "UNWIND $keys AS k MATCH (n:Node {key: k}) RETURN n.id AS id"
 
 
 def delete_collection_cypher() -> str:

@@ -6,6 +6,7 @@ pass the session in; nothing here opens or commits one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -67,6 +68,8 @@ def upsert_mentions(
     int
         Number of new mentions (duplicates of stored ones are not counted).
     """
+    if session.get_bind().dialect.name == "postgresql":
+        return _copy_upsert(session, collection_id, batch_seq, records)
     stmt = _insert_for(session)
     stmt = stmt.on_conflict_do_nothing(index_elements=["collection_id", "external_id"])
     inserted = 0
@@ -87,6 +90,49 @@ def upsert_mentions(
     if chunk:
         inserted += _insert_chunk(session, stmt, chunk)
     return inserted
+
+
+_STAGE_DDL = (
+    "CREATE TEMP TABLE IF NOT EXISTS er_mention_stage "
+    "(ord bigint, external_id text, payload jsonb, gold_entity text) ON COMMIT DROP"
+)
+# The first occurrence of an external id in the batch wins, as on the generic path.
+_STAGE_MERGE = (
+    "INSERT INTO mentions (collection_id, external_id, payload, gold_entity, batch_seq) "
+    "SELECT %(cid)s, external_id, payload, gold_entity, %(seq)s FROM ("
+    "  SELECT DISTINCT ON (external_id) external_id, payload, gold_entity"
+    "  FROM er_mention_stage ORDER BY external_id, ord) AS s "
+    "ON CONFLICT (collection_id, external_id) DO NOTHING"
+)
+
+
+def _copy_upsert(
+    session: Session, collection_id: int, batch_seq: int, records: Iterable[Mapping[str, Any]]
+) -> int:
+    """PostgreSQL path: COPY into a temporary table, then one INSERT .. SELECT.
+
+    Runs inside the caller's transaction (the staging table goes with it); about
+    seven times faster than multi-row INSERTs (bench/RESULTS.md).
+    """
+    raw = session.connection().connection.driver_connection
+    with raw.cursor() as cur:
+        cur.execute(_STAGE_DDL)
+        cur.execute("TRUNCATE er_mention_stage")
+        with cur.copy(
+            "COPY er_mention_stage (ord, external_id, payload, gold_entity) FROM STDIN"
+        ) as copy:
+            for i, rec in enumerate(records):
+                gold = rec.get("gold_entity")
+                copy.write_row(
+                    (
+                        i,
+                        str(rec["external_id"]),
+                        json.dumps(rec["payload"]),
+                        None if gold is None else str(gold),
+                    )
+                )
+        cur.execute(_STAGE_MERGE, {"cid": collection_id, "seq": batch_seq})
+        return int(cur.rowcount)
 
 
 def _insert_chunk(session: Session, stmt: Any, rows: Sequence[dict[str, Any]]) -> int:
