@@ -25,7 +25,8 @@ from er.exceptions import ERError
 
 logger = logging.getLogger("er")
 
-ALGORITHMS = ("scc", "affinity", "recipnn")
+ALGORITHMS = ("scc", "mbscc", "grinch", "rotate", "greedy", "llama", "affinity", "recipnn")
+INCREMENTAL = ("mbscc", "grinch", "rotate", "greedy")
 
 
 # -- er cluster / er score -------------------------------------------------------------
@@ -50,9 +51,20 @@ def make_estimator(algorithm: str, params: dict[str, Any]) -> Any:
     """The estimator an `er cluster --algorithm` name stands for."""
     from er import cluster
 
-    classes = {"scc": cluster.SCC, "affinity": cluster.Affinity, "recipnn": cluster.RecipNN}
+    classes = {
+        "scc": cluster.SCC,
+        "mbscc": cluster.MBSCC,
+        "llama": cluster.Llama,
+        "affinity": cluster.Affinity,
+        "recipnn": cluster.RecipNN,
+        "grinch": cluster.Grinch,
+        "rotate": cluster.Grinch,
+        "greedy": cluster.Grinch,
+    }
     if algorithm not in classes:
         raise ERError(f"--algorithm must be one of {', '.join(classes)}. Got {algorithm!r}.")
+    if algorithm in ("rotate", "greedy"):
+        params = {**params, "mode": algorithm}
     try:
         return classes[algorithm](**params)
     except TypeError as exc:
@@ -73,8 +85,11 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     X = _load_points(args.input)
     est = make_estimator(args.algorithm, _parse_params(args.param))
     started = time.perf_counter()
-    with _progress(f"{args.algorithm} on {X.shape[0]} points"):
-        est.fit(X)
+    if args.algorithm in INCREMENTAL:
+        _fit_in_batches(est, X, args.batch_size or X.shape[0], args.algorithm)
+    else:
+        with _progress(f"{args.algorithm} on {X.shape[0]} points"):
+            est.fit(X)
     hierarchy = est.hierarchy_
     args.output.write_text(json.dumps(hierarchy.to_json()))
     logger.info(
@@ -85,6 +100,20 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         args.output,
     )
     return 0
+
+
+def _fit_in_batches(est: Any, X: np.ndarray, batch: int, name: str) -> None:
+    """partial_fit over consecutive row blocks, with a progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    if batch < 1:
+        raise ERError(f"--batch-size must be >= 1. Got {batch}.")
+    columns = (BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*Progress.get_default_columns()[:1], *columns, transient=True) as progress:
+        task = progress.add_task(f"{name}: points", total=X.shape[0])
+        for start in range(0, X.shape[0], batch):
+            est.partial_fit(X[start : start + batch])
+            progress.update(task, advance=min(batch, X.shape[0] - start))
 
 
 def cmd_score(args: argparse.Namespace) -> int:

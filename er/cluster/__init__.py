@@ -6,13 +6,19 @@ Batch: :class:`SCC`, :class:`Affinity`, :class:`RecipNN`. Every estimator return
 """
 
 from er.cluster._graph import as_graph, knn_graph, normalize_rows
+from er.cluster._grinch import Grinch
 from er.cluster._hierarchy import Hierarchy
+from er.cluster._llama import Llama
+from er.cluster._mbscc import MBSCC
 from er.cluster._scc import SCC, Affinity, RecipNN, thresholds
 
 __all__ = [
+    "MBSCC",
     "SCC",
     "Affinity",
+    "Grinch",
     "Hierarchy",
+    "Llama",
     "RecipNN",
     "as_graph",
     "knn_graph",

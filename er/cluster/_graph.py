@@ -13,7 +13,26 @@ from scipy import sparse
 
 from er.exceptions import ConfigError
 
-__all__ = ["as_graph", "knn_graph", "normalize_rows"]
+__all__ = ["as_graph", "knn_graph", "normalize_rows", "top_k"]
+
+
+def top_k(S: NDArray[np.floating], k: int) -> NDArray[np.int64]:
+    """Column indices of each row's k largest values; ties go to the lower column.
+
+    Parameters
+    ----------
+    S : ndarray of shape (m, n), with n >= k >= 1
+
+    Returns
+    -------
+    ndarray of int64, shape (m, k), in no particular order within a row.
+    """
+    kth = np.partition(S, S.shape[1] - k, axis=1)[:, S.shape[1] - k][:, None]
+    above = kth < S
+    tied = kth == S
+    need = k - above.sum(axis=1, keepdims=True)
+    keep = above | (tied & (np.cumsum(tied, axis=1) <= need))
+    return np.nonzero(keep)[1].reshape(S.shape[0], k).astype(np.int64)
 
 
 def normalize_rows(X: NDArray[np.floating]) -> NDArray[np.float32]:
@@ -64,13 +83,22 @@ def knn_graph(
     rows, cols, sims = [], [], []
     for start in range(0, n, block_size):
         stop = min(start + block_size, n)
-        S = Xn[start:stop] @ Xn.T
+        S = similarities(Xn[start:stop], Xn)
         S[np.arange(stop - start), np.arange(start, stop)] = -np.inf  # no self-edges
-        top = np.argpartition(-S, k - 1, axis=1)[:, :k]
+        top = top_k(S, k)
         rows.append(np.repeat(np.arange(start, stop), k))
         cols.append(top.ravel())
         sims.append(np.take_along_axis(S, top, axis=1).ravel())
     return as_graph((np.concatenate(rows), np.concatenate(cols), np.concatenate(sims)), n)
+
+
+def similarities(A: NDArray[np.float32], B: NDArray[np.float32]) -> NDArray[np.float32]:
+    """(len(A), len(B)) cosine of unit rows, computed in float64 and rounded to float32.
+
+    The rounding makes a pair's value independent of how the product was blocked,
+    so an incrementally maintained graph equals the batch one bit for bit.
+    """
+    return (A.astype(np.float64) @ B.astype(np.float64).T).astype(np.float32)
 
 
 def as_graph(

@@ -104,5 +104,7 @@ def test_duplicates_inside_one_batch_keep_the_first(session: Session) -> None:
         {"external_id": "a", "payload": {"v": 3}},
     ]
     assert upsert_mentions(session, coll.id, 1, rows) == 2
-    stored = session.execute(text("SELECT payload FROM mentions WHERE external_id = 'a'")).scalar_one()
+    stored = session.execute(
+        text("SELECT payload FROM mentions WHERE external_id = 'a'")
+    ).scalar_one()
     assert (stored if isinstance(stored, dict) else json.loads(stored)) == {"v": 1}

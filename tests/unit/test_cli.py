@@ -17,45 +17,41 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*ER, *args], capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("algorithm", ["scc", "affinity", "recipnn"])
+ALGORITHMS = ["scc", "mbscc", "grinch", "rotate", "greedy", "llama", "affinity", "recipnn"]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_cluster_then_score(tmp_path: Path, algorithm: str) -> None:
     rng = np.random.default_rng(0)
     y = np.repeat(np.arange(5), 8)
     X = (rng.normal(size=(5, 6))[y] * 5 + rng.normal(size=(40, 6)) * 0.3).astype(np.float32)
     np.save(tmp_path / "X.npy", X)
     np.save(tmp_path / "y.npy", y)
+    params = [] if algorithm in ("grinch", "rotate", "greedy") else ["--param", "k=5"]
     done = _run(
-        "cluster",
-        "--algorithm",
-        algorithm,
-        "--input",
-        str(tmp_path / "X.npy"),
-        "--param",
-        "k=5",
-        "--output",
-        str(tmp_path / "S.json"),
-    )
+        "cluster", "--algorithm", algorithm, "--input", str(tmp_path / "X.npy"),
+        "--batch-size", "7", *params, "--output", str(tmp_path / "S.json"),
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     doc = json.loads((tmp_path / "S.json").read_text())
-    assert doc["n_points"] == 40 and doc["algorithm"] == algorithm and doc["params"]["k"] == 5
+    assert doc["n_points"] == 40 and doc["algorithm"] == algorithm
     children = [c for c, _ in doc["edges"]]
-    assert len(children) == len(set(children))  # a tree: one parent each
+    if algorithm != "llama":
+        assert len(children) == len(set(children))  # a tree: one parent each
     assert all(int(v) >= 40 for v in doc["nodes"])
     scored = _run(
         "score", "--structure", str(tmp_path / "S.json"), "--labels", str(tmp_path / "y.npy")
     )
     assert scored.returncode == 0, scored.stderr
     metrics = json.loads(scored.stdout)
-    for key in (
-        "dendrogram_purity",
-        "jacc_node",
-        "jacc_pt",
-        "jacc_lbl",
-        "best_level_pairwise_f1",
-        "n_nodes",
-    ):
-        assert key in metrics
-    assert metrics["dendrogram_purity"] == 1.0
+    assert {"jacc_node", "jacc_pt", "jacc_lbl", "n_nodes"} <= set(metrics)
+    if algorithm == "llama":  # a DAG: Jaccard metrics only
+        assert metrics["jacc_lbl"] == 1.0
+    elif algorithm == "greedy":  # no guarantee (dissertation §3.1)
+        assert 0 < metrics["dendrogram_purity"] <= 1.0
+    else:
+        assert {"dendrogram_purity", "best_level_pairwise_f1"} <= set(metrics)
+        assert metrics["dendrogram_purity"] == 1.0
 
 
 def test_bad_input_names_the_file_and_row(tmp_path: Path) -> None:

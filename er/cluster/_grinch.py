@@ -1,0 +1,510 @@
+"""GRINCH: grafting and rotation-based incremental hierarchical clustering.
+
+Points arrive one at a time (``partial_fit`` takes a batch and inserts its rows in
+order). Each point is added next to its nearest leaf, rotated up while its would-be
+sibling prefers its aunt (Alg. 5), then grafts are tried from each ancestor (Alg. 6),
+each successful graft followed by a restructure (Alg. 7); Alg. 8 ties them together.
+The linkage is centroid cosine: every node keeps the sum of its leaves' unit vectors.
+
+References
+----------
+Monath, Kobren et al., KDD 2019; dissertation ch. 3 (Alg. 4-8, §3.5.2 approximations).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import sparse
+
+from er.cluster._graph import normalize_rows
+from er.cluster._hierarchy import Hierarchy
+from er.cluster._params import NONE, Interval, Options, get_params, validate_params
+from er.delta import ClusteringDelta
+from er.exceptions import ConfigError, NotFittedError
+
+__all__ = ["Grinch"]
+
+_NONE = -1
+
+
+class _Tree:
+    """A growing binary tree over points, as parallel arrays indexed by node id."""
+
+    def __init__(self, dim: int, capacity: int = 64) -> None:
+        self.dim = dim
+        self.parent = np.full(capacity, _NONE, np.int64)
+        self.kids = np.full((capacity, 2), _NONE, np.int64)
+        self.sums = np.zeros((capacity, dim))
+        self.count = np.zeros(capacity, np.int64)
+        self.alive = np.zeros(capacity, bool)
+        self.point_of = np.full(capacity, _NONE, np.int64)  # node -> point index, leaves only
+        self.n_nodes = 0
+        self.root = _NONE
+
+    def _grow(self) -> None:
+        cap = 2 * self.parent.shape[0]
+        self.parent = np.resize(self.parent, cap)
+        self.parent[self.n_nodes :] = _NONE
+        self.kids = np.resize(self.kids, (cap, 2))
+        self.kids[self.n_nodes :] = _NONE
+        sums = np.zeros((cap, self.dim))
+        sums[: self.n_nodes] = self.sums[: self.n_nodes]
+        self.sums = sums
+        self.count = np.resize(self.count, cap)
+        self.alive = np.resize(self.alive, cap)
+        self.alive[self.n_nodes :] = False
+        self.point_of = np.resize(self.point_of, cap)
+        self.point_of[self.n_nodes :] = _NONE
+
+    def new_node(self, vec: NDArray[np.float64], count: int, point: int = _NONE) -> int:
+        if self.n_nodes == self.parent.shape[0]:
+            self._grow()
+        v = self.n_nodes
+        self.n_nodes += 1
+        self.sums[v] = vec
+        self.count[v] = count
+        self.alive[v] = True
+        self.point_of[v] = point
+        return v
+
+    # -- queries ------------------------------------------------------------------
+    def f(self, a: int, b: int) -> float:
+        """Centroid cosine linkage of two nodes."""
+        sa, sb = self.sums[a], self.sums[b]
+        denom = np.sqrt(sa @ sa) * np.sqrt(sb @ sb)
+        return float(sa @ sb / denom) if denom > 0 else 0.0
+
+    def sib(self, v: int) -> int:
+        p = self.parent[v]
+        if p == _NONE:
+            return _NONE
+        a, b = self.kids[p]
+        return int(b if a == v else a)
+
+    def ancestors(self, v: int) -> list[int]:
+        """v's ancestors, nearest first (v excluded)."""
+        out = []
+        p = self.parent[v]
+        while p != _NONE:
+            out.append(int(p))
+            p = self.parent[p]
+        return out
+
+    def is_ancestor(self, a: int, v: int) -> bool:
+        """True if a is v or an ancestor of v."""
+        while v != _NONE:
+            if v == a:
+                return True
+            v = self.parent[v]
+        return False
+
+    def lca(self, a: int, b: int) -> int:
+        up = {a, *self.ancestors(a)}
+        while b not in up:
+            b = int(self.parent[b])
+        return b
+
+    # -- edits ----------------------------------------------------------------------
+    def _add_up(self, v: int, vec: NDArray[np.float64], count: int, stop: int = _NONE) -> None:
+        """Add vec/count to v and its ancestors, up to (excluding) stop."""
+        while v != _NONE and v != stop:
+            self.sums[v] += vec
+            self.count[v] += count
+            v = int(self.parent[v])
+
+    def _replace_child(self, p: int, old: int, new: int) -> None:
+        if p == _NONE:
+            self.root = new
+        else:
+            self.kids[p, 0 if self.kids[p, 0] == old else 1] = new
+        self.parent[new] = p
+
+    def attach_as_sibling(self, v: int, target: int) -> int:
+        """Make detached subtree v the sibling of target under a new parent; return it."""
+        p = self.new_node(self.sums[target] + self.sums[v], self.count[target] + self.count[v])
+        up = int(self.parent[target])
+        self._replace_child(up, target, p)
+        self.kids[p] = (target, v)
+        self.parent[target] = p
+        self.parent[v] = p
+        self._add_up(up, self.sums[v], int(self.count[v]))
+        return p
+
+    def detach(self, v: int) -> None:
+        """Cut subtree v out; its parent is retired and its sibling takes the parent's place."""
+        p = int(self.parent[v])
+        s = self.sib(v)
+        up = int(self.parent[p])
+        self._replace_child(up, p, s)
+        self._add_up(up, -self.sums[v], -int(self.count[v]))
+        self.alive[p] = False
+        self.parent[p] = _NONE
+        self.kids[p] = _NONE
+        self.parent[v] = _NONE
+
+    def swap(self, a: int, b: int) -> None:
+        """Exchange the places of two disjoint subtrees."""
+        pa, pb = int(self.parent[a]), int(self.parent[b])
+        top = self.lca(pa, pb)
+        self._add_up(pa, self.sums[b] - self.sums[a], int(self.count[b] - self.count[a]), top)
+        self._add_up(pb, self.sums[a] - self.sums[b], int(self.count[a] - self.count[b]), top)
+        self.kids[pa, 0 if self.kids[pa, 0] == a else 1] = b
+        self.kids[pb, 0 if self.kids[pb, 0] == b else 1] = a
+        self.parent[a], self.parent[b] = pb, pa
+
+
+class Grinch:
+    """GRINCH and its baselines ROTATE and GREEDY, one point at a time.
+
+    Parameters
+    ----------
+    mode : {"grinch", "rotate", "greedy"}, default "grinch"
+        ``greedy`` inserts next to the nearest leaf; ``rotate`` adds rotations
+        (Alg. 5); ``grinch`` adds grafts and restructures (Alg. 8).
+    rotate_cap, graft_cap, restruct_cap : int or None, default None
+        Approximation (§3.5.2, capping): at most this many steps up the tree for
+        rotations, graft attempts and restructure swaps. None: no cap.
+    single_elimination : bool, default False
+        Approximation (§3.5.2): stop grafting from a point once both sides of an
+        attempt prefer their current siblings.
+    graft_candidates : int or None, default None
+        Approximation (§3.5.2, single nearest-neighbour search): search the point's
+        k nearest leaves once, and look for graft partners only among them. None:
+        every graft searches all leaves exactly.
+
+    Attributes
+    ----------
+    hierarchy_ : Hierarchy
+        The current tree, renumbered to the `er cluster` contract (points 0..n-1 in
+        arrival order, clusters from n).
+    delta_ : ClusteringDelta
+        Changes made by the last ``fit``/``partial_fit`` call, in stable node ids.
+    n_points_ : int
+    stats_ : dict
+        Counts of rotations, graft attempts, grafts and restructure swaps.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1, 0], [0, 1], [0.9, 0.1], [0.1, 0.9]], dtype=np.float32)
+    >>> Grinch().fit(X).hierarchy_.cut(1).tolist()
+    [4, 5, 4, 5]
+    """
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "mode": [Options(("grinch", "rotate", "greedy"))],
+        "rotate_cap": [Interval(int, 1, None), NONE],
+        "graft_cap": [Interval(int, 1, None), NONE],
+        "restruct_cap": [Interval(int, 1, None), NONE],
+        "single_elimination": [Options((True, False))],
+        "graft_candidates": [Interval(int, 1, None), NONE],
+    }
+    algorithm = "grinch"
+
+    def __init__(
+        self,
+        *,
+        mode: str = "grinch",
+        rotate_cap: int | None = None,
+        graft_cap: int | None = None,
+        restruct_cap: int | None = None,
+        single_elimination: bool = False,
+        graft_candidates: int | None = None,
+    ) -> None:
+        self.mode = mode
+        self.rotate_cap = rotate_cap
+        self.graft_cap = graft_cap
+        self.restruct_cap = restruct_cap
+        self.single_elimination = single_elimination
+        self.graft_candidates = graft_candidates
+
+    # -- public API -----------------------------------------------------------------------
+    def fit(self, X: Any) -> Grinch:
+        """Build a tree from scratch over the rows of X, inserted in order.
+
+        Parameters
+        ----------
+        X : ndarray or sparse matrix of shape (n, d)
+        """
+        return self._fit(X, partial=False)
+
+    def partial_fit(self, X: Any) -> Grinch:
+        """Insert the rows of X, in order, into the current tree."""
+        return self._fit(X, partial=True)
+
+    def _fit(self, X: Any, partial: bool) -> Grinch:
+        validate_params(self)
+        rows = _unit_rows(X)
+        first_call = not partial or not hasattr(self, "_tree")
+        if first_call:
+            self._start(rows.shape[1], sparse.issparse(rows))
+        elif rows.shape[1] != self._tree.dim:
+            raise ConfigError(
+                f"X has {rows.shape[1]} columns; this Grinch was fitted on {self._tree.dim}."
+            )
+        before = self._snapshot()
+        if self._sparse:
+            self._points = sparse.csr_array(sparse.vstack([self._points, sparse.csr_array(rows)]))
+        else:
+            dense = rows.toarray() if sparse.issparse(rows) else rows
+            self._points = np.vstack([self._points, dense])
+        for i in range(self.n_points_, self._points.shape[0]):
+            self._insert(i)
+        self.n_points_ = self._points.shape[0]
+        self.delta_ = self._delta_since(before)
+        self.hierarchy_ = self._export()
+        return self
+
+    # -- insertion --------------------------------------------------------------------------
+    def _start(self, dim: int, is_sparse: bool) -> None:
+        self._tree = _Tree(dim)
+        # Sparse points keep the exact leaf searches O(nnz) (e.g. 10,000-d binary data).
+        self._sparse = is_sparse
+        self._points: Any = sparse.csr_array((0, dim)) if is_sparse else np.zeros((0, dim))
+        self._leaf_of: list[int] = []
+        self.n_points_ = 0
+        self.stats_ = {"rotations": 0, "graft_attempts": 0, "grafts": 0, "restructures": 0}
+
+    def _point_vec(self, i: int) -> NDArray[np.float64]:
+        row = self._points[[i]]
+        return np.asarray(row.toarray() if sparse.issparse(row) else row, np.float64).ravel()
+
+    def _similar_leaves(self, vec: NDArray[np.float64], upto: int) -> NDArray[np.float64]:
+        """Cosine of each of the first ``upto`` points with a direction vec."""
+        norm = np.sqrt(vec @ vec)
+        sims = self._points[:upto] @ vec
+        return np.asarray(sims, np.float64).ravel() / (norm if norm > 0 else 1.0)
+
+    def _insert(self, i: int) -> None:
+        t = self._tree
+        x = t.new_node(self._point_vec(i), 1, point=i)
+        self._leaf_of.append(x)
+        if i == 0:
+            t.root = x
+            return
+        sims = self._similar_leaves(t.sums[x], i)
+        nearest = self._leaf_of[int(np.argmax(sims))]  # ties: earliest point
+        self._candidates = None
+        if self.graft_candidates is not None:
+            k = min(self.graft_candidates, i)
+            top = np.argpartition(-sims, k - 1)[:k]
+            self._candidates = np.asarray([self._leaf_of[j] for j in top], np.int64)
+        target = nearest if self.mode == "greedy" else self._rotate(x, nearest)
+        t.attach_as_sibling(x, target)
+        if self.mode == "grinch":
+            self._graft_from(x)
+
+    def _rotate(self, x: int, v: int) -> int:
+        """Alg. 5: climb from v while v prefers its sibling to the new point x."""
+        t, steps = self._tree, 0
+        while v != t.root and t.f(v, x) < t.f(v, t.sib(v)):
+            if self.rotate_cap is not None and steps >= self.rotate_cap:
+                break
+            v = int(t.parent[v])
+            steps += 1
+            self.stats_["rotations"] += 1
+        return v
+
+    # -- grafting (Alg. 6, 8) -----------------------------------------------------------------
+    def _graft_from(self, x: int) -> None:
+        t = self._tree
+        v, steps = int(t.parent[x]), 0
+        while v != _NONE and v != t.root:
+            if self.graft_cap is not None and steps >= self.graft_cap:
+                return
+            nxt, stop = self._graft(v)
+            if stop:
+                return
+            # keep climbing from a live strict ancestor of v
+            if nxt in (_NONE, v) or not t.alive[nxt] or not t.is_ancestor(nxt, v):
+                nxt = int(t.parent[v])
+            v = nxt
+            steps += 1
+
+    def _graft_partner(self, v: int) -> int:
+        """The leaf outside v most similar to v (line 3 of Alg. 6); ties to the lower id."""
+        t = self._tree
+        if self._candidates is not None:
+            outside = [c for c in self._candidates.tolist() if not t.is_ancestor(v, c)]
+            if not outside:
+                return _NONE
+            sims = np.array([t.f(c, v) for c in outside])
+            best = np.flatnonzero(sims == sims.max())
+            return int(min(outside[j] for j in best))
+        sims = self._similar_leaves(t.sums[v], len(self._leaf_of))
+        sims[self._points_under(v)] = -np.inf
+        j = int(np.argmax(sims))
+        return self._leaf_of[j] if np.isfinite(sims[j]) else _NONE
+
+    def _points_under(self, v: int) -> list[int]:
+        t, out, stack = self._tree, [], [v]
+        while stack:
+            u = stack.pop()
+            if t.kids[u, 0] == _NONE:
+                out.append(int(t.point_of[u]))
+            else:
+                stack.extend(int(c) for c in t.kids[u])
+        return out
+
+    def _graft(self, v: int) -> tuple[int, bool]:
+        """Try grafts from v; return (node to continue from, stop grafting?)."""
+        t = self._tree
+        leaf = self._graft_partner(v)
+        if leaf == _NONE:
+            return _NONE, False
+        start, lca, l = v, t.lca(v, leaf), leaf  # noqa: E741 - the paper's name
+        while v != lca and l != lca and t.sib(v) != l:
+            self.stats_["graft_attempts"] += 1
+            f_vl, f_v, f_l = t.f(v, l), t.f(v, t.sib(v)), t.f(l, t.sib(l))
+            if f_vl > max(f_v, f_l):
+                # The graft moves l (Eq. 3.6). Its old sibling z climbs into the place
+                # of l's retired parent and gets a new sibling there: that is where the
+                # graft can leave a disconnected pair, so restructure from z (§3.3.2).
+                z = t.sib(l)
+                t.detach(l)
+                t.attach_as_sibling(l, v)
+                self.stats_["grafts"] += 1
+                self._restructure(z, t.lca(z, l))
+                break
+            l_moves, v_moves = f_vl < f_l, f_vl < f_v
+            if self.single_elimination and l_moves and v_moves:
+                return _NONE, True
+            if not (l_moves or v_moves):
+                break  # ties: neither side prefers its sibling strictly
+            if l_moves:
+                l = int(t.parent[l])  # noqa: E741
+            if v_moves:
+                v = int(t.parent[v])
+        return (lca if v == start else v), False
+
+    def _restructure(self, z: int, r: int) -> None:
+        """Alg. 7: from z up to r, swap z's sibling for a better-matching aunt."""
+        t, steps = self._tree, 0
+        while z != r and z != _NONE and t.parent[z] != _NONE:
+            if self.restruct_cap is not None and steps >= self.restruct_cap:
+                return
+            path, a = [], z
+            while a != r and a != _NONE:
+                path.append(a)
+                a = int(t.parent[a])
+            aunts = [t.sib(a) for a in path if t.sib(a) != _NONE]
+            if aunts:
+                scores = [t.f(z, c) for c in aunts]
+                m = aunts[int(np.argmax(scores))]
+                s = t.sib(z)
+                if (
+                    m != s
+                    and t.f(z, s) < max(scores)
+                    and not t.is_ancestor(m, s)
+                    and not t.is_ancestor(s, m)
+                ):
+                    t.swap(s, m)
+                    self.stats_["restructures"] += 1
+            z = int(t.parent[z])
+            steps += 1
+
+    # -- outputs ------------------------------------------------------------------------------
+    def _snapshot(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
+        t = self._tree
+        n = t.n_nodes
+        return t.parent[:n].copy(), t.count[:n].copy(), t.alive[:n].copy()
+
+    def _delta_since(self, before: tuple[NDArray, NDArray, NDArray]) -> ClusteringDelta:
+        """Diff of the parent arrays: what the stores need to catch up."""
+        t = self._tree
+        n, m = t.n_nodes, before[0].shape[0]
+        old_parent = np.r_[before[0], np.full(n - m, _NONE)]
+        old_count = np.r_[before[1], np.zeros(n - m, np.int64)]
+        was_alive = np.r_[before[2], np.zeros(n - m, bool)]
+        parent, alive = t.parent[:n], t.alive[:n]
+        moved = parent != old_parent
+        retired_edges = np.flatnonzero(moved & (old_parent != _NONE) & was_alive)
+        added_edges = np.flatnonzero(moved & (parent != _NONE) & alive)
+        changed = np.flatnonzero(alive & ((t.count[:n] != old_count) | ~was_alive))
+        heights = self._heights()
+        return ClusteringDelta(
+            node_id=changed,
+            is_leaf=t.point_of[changed] != _NONE,
+            size=t.count[changed],
+            score=self._scores(changed),
+            level_lo=heights[changed],
+            level_hi=heights[changed],
+            retired=np.flatnonzero(was_alive & ~alive),
+            edges_added=np.stack([added_edges, parent[added_edges]], axis=1),
+            edges_retired=np.stack([retired_edges, old_parent[retired_edges]], axis=1),
+            algorithm=self.mode,
+        )
+
+    def _scores(self, nodes: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Linkage between each internal node's two children (NaN for leaves)."""
+        t = self._tree
+        out = np.full(nodes.shape[0], np.nan)
+        for j, v in enumerate(nodes):
+            if t.kids[v, 0] != _NONE:
+                out[j] = t.f(int(t.kids[v, 0]), int(t.kids[v, 1]))
+        return out
+
+    def _heights(self) -> NDArray[np.int32]:
+        t = self._tree
+        n = t.n_nodes
+        h = np.zeros(n, np.int32)
+        order = self._postorder()
+        for v in order:
+            a, b = t.kids[v]
+            if a != _NONE:
+                h[v] = 1 + max(h[a], h[b])
+        return h
+
+    def _postorder(self) -> list[int]:
+        t = self._tree
+        out, stack = [], [(t.root, False)] if t.root != _NONE else []
+        while stack:
+            v, done = stack.pop()
+            if done or t.kids[v, 0] == _NONE:
+                out.append(int(v))
+                continue
+            stack.append((v, True))
+            stack.extend((int(c), False) for c in t.kids[v])
+        return out
+
+    def _export(self) -> Hierarchy:
+        """The tree renumbered to the `er cluster` contract."""
+        t = self._tree
+        leaves = np.asarray(self._leaf_of, np.int64)
+        internal = np.flatnonzero(t.alive[: t.n_nodes] & (t.point_of[: t.n_nodes] == _NONE))
+        new_id = np.full(t.n_nodes, _NONE, np.int64)
+        new_id[leaves] = np.arange(leaves.size)
+        new_id[internal] = leaves.size + np.arange(internal.size)
+        nodes = np.r_[leaves, internal]
+        child = nodes[t.parent[nodes] != _NONE]
+        edges = np.stack([new_id[child], new_id[t.parent[child]]], axis=1)
+        heights = self._heights()[nodes]
+        return Hierarchy(
+            n_points=int(leaves.size),
+            edges=edges,
+            score=self._scores(nodes),
+            level_lo=heights,
+            level_hi=heights,
+            algorithm=self.mode,
+            params=get_params(self),
+        )
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "_tree"):
+            raise NotFittedError("This Grinch instance is not fitted yet; call fit.")
+
+
+def _unit_rows(X: Any) -> Any:
+    """Unit-length rows; sparse input stays sparse (CSR), dense becomes float64."""
+    if sparse.issparse(X):
+        X = sparse.csr_array(X, dtype=np.float64)
+        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+        inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+        return sparse.csr_array(sparse.diags_array(inv) @ X)
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ConfigError(f"X must be 2-d (n, d). Got shape {X.shape}.")
+    return normalize_rows(X).astype(np.float64)
