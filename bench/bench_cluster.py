@@ -1,0 +1,175 @@
+"""Quality, speed and memory of er's clustering cores next to average-linkage HAC.
+
+    python bench/bench_cluster.py quality            # DP / best-level F1 table
+    python bench/bench_cluster.py speed --sizes 10000 20000 40000
+    python bench/bench_cluster.py one --algo scc --data gmm --n 20000   # one run, JSON
+
+Every measurement runs in its own process, which reports its wall time and its peak
+resident memory (ru_maxrss), so figures do not leak between runs. The peer is
+fastcluster's average linkage on cosine distances (the exact HAC tree), run the same
+way on the same data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+ALGOS = ["hac", "scc", "mbscc", "grinch", "rotate", "greedy", "llama", "affinity", "recipnn"]
+
+
+def load(name: str, n: int | None, seed: int = 0) -> tuple[Any, np.ndarray]:
+    """Datasets: sklearn's bundled digits/iris/wine, GRINCH synthetic, Gaussian mixture."""
+    if name in ("digits", "iris", "wine"):
+        from sklearn import datasets
+
+        X, y = getattr(datasets, f"load_{name}")(return_X_y=True)
+        return (X - X.mean(axis=0)).astype(np.float32), y
+    if name == "grinch_synthetic":
+        from er.cluster._synthetic import grinch_synthetic
+
+        return grinch_synthetic(seed=seed)
+    # Many small clusters: n points, 64-d, n/10 clusters (20k points -> 2k clusters).
+    rng = np.random.default_rng(seed)
+    n = n or 20_000
+    k = max(n // 10, 1)
+    centers = rng.normal(size=(k, 64))
+    y = rng.integers(0, k, n)
+    X = centers[y] + rng.normal(scale=0.25, size=(n, 64))
+    return X.astype(np.float32), y
+
+
+def run_hac(X: Any) -> Any:
+    import fastcluster
+
+    from er.cluster import Hierarchy
+
+    Xd = X.toarray() if hasattr(X, "toarray") else X
+    Z = fastcluster.linkage(Xd, method="average", metric="cosine")
+    n = Xd.shape[0]
+    edges = np.empty((2 * (n - 1), 2), np.int64)
+    edges[0::2, 0], edges[1::2, 0] = Z[:, 0], Z[:, 1]
+    edges[:, 1] = np.repeat(np.arange(n, 2 * n - 1), 2)
+    # level = merge rank, so that cutting level L leaves n - L clusters
+    lo = np.r_[np.zeros(n, np.int32), np.arange(1, n, dtype=np.int32)]
+    parent = np.full(2 * n - 1, -1)
+    parent[edges[:, 0]] = edges[:, 1]
+    hi = np.where(parent >= 0, lo[np.maximum(parent, 0)] - 1, n - 1).astype(np.int32)
+    return Hierarchy(n, edges, np.r_[np.full(n, np.nan), 1 - Z[:, 2]], lo, hi, "hac")
+
+
+def run_algo(algo: str, X: Any, batch: int) -> Any:
+    from er import cluster
+
+    if algo == "hac":
+        return run_hac(X)
+    if algo in ("grinch", "rotate", "greedy"):
+        approx = {"rotate_cap": 100, "graft_cap": 100, "restruct_cap": 100,
+                  "single_elimination": True, "graft_candidates": 50}
+        est = cluster.Grinch(mode=algo, **(approx if algo == "grinch" else {}))
+        for s in range(0, X.shape[0], batch):
+            est.partial_fit(X[s : s + batch])
+        return est.hierarchy_
+    Xd = X.toarray() if hasattr(X, "toarray") else X
+    if algo == "mbscc":
+        est = cluster.MBSCC(k=10)
+        for s in range(0, Xd.shape[0], batch):
+            est.partial_fit(Xd[s : s + batch])
+        return est.hierarchy_
+    if algo == "llama":
+        return cluster.Llama(k=10, p=5, n_rounds=50).fit(Xd).hierarchy_
+    cls = {"scc": cluster.SCC, "affinity": cluster.Affinity, "recipnn": cluster.RecipNN}[algo]
+    return cls(k=10).fit(Xd).hierarchy_
+
+
+def best_f1_sampled(h: Any, y: np.ndarray, max_levels: int = 60) -> float:
+    """Best pairwise F1 over (at most max_levels evenly spaced) levels."""
+    from er.evaluation import pairwise_prf
+
+    top = int(h.level_hi.max())
+    levels = np.unique(np.linspace(0, top, min(max_levels, top + 1)).astype(int))
+    return max(pairwise_prf(y, h.cut(int(L)))[2] for L in levels)
+
+
+def one(args: argparse.Namespace) -> None:
+    from er.evaluation import dendrogram_purity, jaccard_metrics
+
+    X, y = load(args.data, args.n)
+    start = time.perf_counter()
+    h = run_algo(args.algo, X, args.batch)
+    seconds = time.perf_counter() - start
+    out: dict[str, Any] = {"algo": args.algo, "data": args.data, "n": int(X.shape[0]),
+                           "seconds": round(seconds, 3),
+                           "points_per_s": round(X.shape[0] / seconds, 1),
+                           "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                           "nodes_per_point": round(h.n_nodes / X.shape[0], 2)}
+    if args.metrics:
+        if h.is_tree:
+            out["dp"] = round(dendrogram_purity(h, y), 4)
+            out["best_level_f1"] = round(best_f1_sampled(h, y), 4)
+        out["jacc_lbl"] = round(jaccard_metrics(h, y)["jacc_lbl"], 4)
+    print(json.dumps(out), flush=True)
+
+
+def _child(algo: str, data: str, n: int | None, batch: int, metrics: bool, timeout: int) -> dict:
+    cmd = [sys.executable, __file__, "one", "--algo", algo, "--data", data, "--batch", str(batch)]
+    cmd += (["--n", str(n)] if n else []) + ([] if metrics else ["--no-metrics"])
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"algo": algo, "data": data, "n": n, "error": f"over {timeout} s"}
+    if done.returncode != 0:
+        return {"algo": algo, "data": data, "n": n, "error": done.stderr.strip().splitlines()[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def quality(args: argparse.Namespace) -> None:
+    print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
+    for data, n in (("iris", None), ("wine", None), ("digits", None), ("grinch_synthetic", None),
+                    ("gmm", 20_000)):
+        for algo in args.algos:
+            if data == "gmm" and algo in ("recipnn",):
+                continue
+            print(json.dumps(_child(algo, data, n, args.batch, True, args.timeout)), flush=True)
+
+
+def speed(args: argparse.Namespace) -> None:
+    print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
+    for n in args.sizes:
+        for algo in args.algos:
+            print(json.dumps(_child(algo, "gmm", n, args.batch, args.metrics, args.timeout)),
+                  flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("one")
+    p.add_argument("--algo", choices=ALGOS, required=True)
+    p.add_argument("--data", default="gmm")
+    p.add_argument("--n", type=int, default=None)
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--no-metrics", dest="metrics", action="store_false")
+    p.set_defaults(func=one)
+    for name, func in (("quality", quality), ("speed", speed)):
+        p = sub.add_parser(name)
+        p.add_argument("--algos", nargs="+", default=ALGOS, choices=ALGOS)
+        p.add_argument("--sizes", nargs="+", type=int, default=[10_000, 20_000, 40_000])
+        p.add_argument("--batch", type=int, default=1000)
+        p.add_argument("--timeout", type=int, default=900)
+        p.add_argument("--no-metrics", dest="metrics", action="store_false")
+        p.set_defaults(func=func)
+    args = ap.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
