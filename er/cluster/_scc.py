@@ -168,22 +168,27 @@ class SCC(_GraphClusterer):
         return agg.finish(self.algorithm, get_params(self), n)
 
 
-class Affinity(_GraphClusterer):
+class _UntilStable(_GraphClusterer):
+    """Baselines that merge round after round until a round merges nothing."""
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "linkage": [Options(LINKAGES)],
+        "k": [Interval(int, 1, None)],
+    }
+
+    def __init__(self, *, linkage: str = "average", k: int = 10) -> None:
+        self.linkage = linkage
+        self.k = k
+
+
+class Affinity(_UntilStable):
     """Affinity clustering (Borůvka-style): every round merges 1-NN components.
 
     Rounds continue until no merge happens, so the last level holds the connected
     components of the input graph. Parameters as :class:`SCC` (``linkage``, ``k``).
     """
 
-    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
-        "linkage": [Options(LINKAGES)],
-        "k": [Interval(int, 1, None)],
-    }
     algorithm = "affinity"
-
-    def __init__(self, *, linkage: str = "average", k: int = 10) -> None:
-        self.linkage = linkage
-        self.k = k
 
     def _build(self, agg: Agglomerator, n: int) -> Hierarchy:
         while agg.merge(lambda nn, best: np.ones(nn.shape, bool)):
@@ -192,22 +197,14 @@ class Affinity(_GraphClusterer):
         return agg.finish(self.algorithm, get_params(self), n)
 
 
-class RecipNN(_GraphClusterer):
+class RecipNN(_UntilStable):
     """Reciprocal-nearest-neighbour agglomeration: each round merges mutual 1-NN pairs.
 
     For reducible linkages (average, single) on a complete graph this builds the
     HAC tree (dissertation §2.6.2). Parameters as :class:`Affinity`.
     """
 
-    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
-        "linkage": [Options(LINKAGES)],
-        "k": [Interval(int, 1, None)],
-    }
     algorithm = "recipnn"
-
-    def __init__(self, *, linkage: str = "average", k: int = 10) -> None:
-        self.linkage = linkage
-        self.k = k
 
     def _build(self, agg: Agglomerator, n: int) -> Hierarchy:
         def reciprocal(nn: NDArray[np.int64], best: NDArray[np.float64]) -> NDArray[np.bool_]:
