@@ -38,6 +38,7 @@ class _Tree:
         self.parent = np.full(capacity, _NONE, np.int64)
         self.kids = np.full((capacity, 2), _NONE, np.int64)
         self.sums = np.zeros((capacity, dim))
+        self.norm = np.zeros(capacity)  # |sums[v]|, kept in step with sums
         self.count = np.zeros(capacity, np.int64)
         self.alive = np.zeros(capacity, bool)
         self.point_of = np.full(capacity, _NONE, np.int64)  # node -> point index, leaves only
@@ -53,6 +54,7 @@ class _Tree:
         sums = np.zeros((cap, self.dim))
         sums[: self.n_nodes] = self.sums[: self.n_nodes]
         self.sums = sums
+        self.norm = np.resize(self.norm, cap)
         self.count = np.resize(self.count, cap)
         self.alive = np.resize(self.alive, cap)
         self.alive[self.n_nodes :] = False
@@ -65,6 +67,7 @@ class _Tree:
         v = self.n_nodes
         self.n_nodes += 1
         self.sums[v] = vec
+        self.norm[v] = np.sqrt(vec @ vec)
         self.count[v] = count
         self.alive[v] = True
         self.point_of[v] = point
@@ -73,9 +76,14 @@ class _Tree:
     # -- queries ------------------------------------------------------------------
     def f(self, a: int, b: int) -> float:
         """Centroid cosine linkage of two nodes."""
-        sa, sb = self.sums[a], self.sums[b]
-        denom = np.sqrt(sa @ sa) * np.sqrt(sb @ sb)
-        return float(sa @ sb / denom) if denom > 0 else 0.0
+        denom = self.norm[a] * self.norm[b]
+        return float(self.sums[a] @ self.sums[b] / denom) if denom > 0 else 0.0
+
+    def f_many(self, nodes: NDArray[np.int64], b: int) -> NDArray[np.float64]:
+        """Centroid cosine of each of ``nodes`` with b; shape (len(nodes),)."""
+        denom = self.norm[nodes] * self.norm[b]
+        dots = self.sums[nodes] @ self.sums[b]
+        return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
 
     def sib(self, v: int) -> int:
         p = self.parent[v]
@@ -112,6 +120,7 @@ class _Tree:
         """Add vec/count to v and its ancestors, up to (excluding) stop."""
         while v != _NONE and v != stop:
             self.sums[v] += vec
+            self.norm[v] = np.sqrt(self.sums[v] @ self.sums[v])
             self.count[v] += count
             v = int(self.parent[v])
 
@@ -328,12 +337,12 @@ class Grinch:
         """The leaf outside v most similar to v (line 3 of Alg. 6); ties to the lower id."""
         t = self._tree
         if self._candidates is not None:
-            outside = [c for c in self._candidates.tolist() if not t.is_ancestor(v, c)]
-            if not outside:
-                return _NONE
-            sims = np.array([t.f(c, v) for c in outside])
-            best = np.flatnonzero(sims == sims.max())
-            return int(min(outside[j] for j in best))
+            cands = self._candidates
+            sims = t.f_many(cands, v)
+            for j in np.lexsort((cands, -sims)):  # best first, ties to the lower id
+                if not t.is_ancestor(v, int(cands[j])):
+                    return int(cands[j])
+            return _NONE
         sims = self._similar_leaves(t.sums[v], len(self._leaf_of))
         sims[self._points_under(v)] = -np.inf
         j = int(np.argmax(sims))
