@@ -27,12 +27,19 @@ def top_k(S: NDArray[np.floating], k: int) -> NDArray[np.int64]:
     -------
     ndarray of int64, shape (m, k), in no particular order within a row.
     """
-    kth = np.partition(S, S.shape[1] - k, axis=1)[:, S.shape[1] - k][:, None]
-    above = kth < S
-    tied = kth == S
-    need = k - above.sum(axis=1, keepdims=True)
-    keep = above | (tied & (np.cumsum(tied, axis=1) <= need))
-    return np.nonzero(keep)[1].reshape(S.shape[0], k).astype(np.int64)
+    idx = np.argpartition(S, S.shape[1] - k, axis=1)[:, S.shape[1] - k :]
+    kth = np.take_along_axis(S, idx, axis=1).min(axis=1, keepdims=True)
+    # argpartition breaks ties arbitrarily: redo, by index, only the rows where a
+    # value equal to the k-th one was left out.
+    chosen = (np.take_along_axis(S, idx, axis=1) == kth).sum(axis=1)
+    ambiguous = np.flatnonzero(np.equal(S, kth).sum(axis=1) > chosen)
+    if ambiguous.size:
+        R, t = S[ambiguous], kth[ambiguous]
+        above, tied = np.greater(R, t), np.equal(R, t)
+        need = k - above.sum(axis=1, keepdims=True)
+        keep = above | (tied & (np.cumsum(tied, axis=1) <= need))
+        idx[ambiguous] = np.nonzero(keep)[1].reshape(ambiguous.size, k)
+    return idx.astype(np.int64)
 
 
 def normalize_rows(X: NDArray[np.floating]) -> NDArray[np.float32]:
