@@ -42,25 +42,25 @@ class Structure:
     edges: NDArray[np.int64]
 
 
-def _node_rows(collection: str, delta: ClusteringDelta, leaf: bool) -> list[dict[str, Any]]:
+def _node_rows(delta: ClusteringDelta, leaf: bool) -> list[dict[str, Any]]:
+    """Rows of integers and floats only (short keys keep FalkorDB's parameter text small)."""
     keep = np.flatnonzero(delta.is_leaf == leaf)
+    score = delta.score[keep]
     return [
-        {
-            "key": cy.node_key(collection, delta.node_id[i]),
-            "id": int(delta.node_id[i]),
-            "leaf": leaf,
-            "size": int(delta.size[i]),
-            "score": None if np.isnan(delta.score[i]) else float(delta.score[i]),
-            "level_lo": int(delta.level_lo[i]),
-            "level_hi": int(delta.level_hi[i]),
-        }
-        for i in keep
+        {"i": i, "s": s, "c": None if c != c else c, "lo": lo, "hi": hi}  # c != c: NaN
+        for i, s, c, lo, hi in zip(
+            delta.node_id[keep].tolist(),
+            delta.size[keep].tolist(),
+            score.tolist(),
+            delta.level_lo[keep].tolist(),
+            delta.level_hi[keep].tolist(),
+            strict=True,
+        )
     ]
 
 
-def _edge_rows(collection: str, edges: NDArray[np.int64]) -> list[dict[str, str]]:
-    key = cy.node_key
-    return [{"child": key(collection, c), "parent": key(collection, p)} for c, p in edges]
+def _edge_rows(edges: NDArray[np.int64]) -> list[dict[str, int]]:
+    return [{"c": c, "p": p} for c, p in edges.tolist()]
 
 
 def _check_seq(batch_seq: int) -> int:
@@ -144,30 +144,35 @@ class GraphStore(ABC):
                 cy.WritePart(
                     cy.retire_edges_cypher(),
                     "retire_edge_rows",
-                    _edge_rows(collection, delta.edges_retired),
+                    _edge_rows(delta.edges_retired),
                 ),
                 cy.WritePart(
                     cy.upsert_nodes_cypher("Mention", "mention_rows"),
                     "mention_rows",
-                    _node_rows(collection, delta, leaf=True),
+                    _node_rows(delta, leaf=True),
                 ),
                 cy.WritePart(
                     cy.upsert_nodes_cypher("Cluster", "cluster_rows"),
                     "cluster_rows",
-                    _node_rows(collection, delta, leaf=False),
+                    _node_rows(delta, leaf=False),
                 ),
                 cy.WritePart(
                     cy.retire_nodes_cypher(),
                     "retire_node_rows",
-                    [cy.node_key(collection, i) for i in delta.retired],
+                    delta.retired.tolist(),
                 ),
                 cy.WritePart(
                     cy.add_edges_cypher(),
                     "add_edge_rows",
-                    _edge_rows(collection, delta.edges_added),
+                    _edge_rows(delta.edges_added),
                 ),
             ]
-            params = {"collection": collection, "seq": seq, "algorithm": delta.algorithm}
+            params = {
+                "collection": collection,
+                "prefix": cy.key_prefix(collection),
+                "seq": seq,
+                "algorithm": delta.algorithm,
+            }
             self._write([p for p in parts if p.rows], params)
         logger.info("applied delta: %d elements at batch %d", delta.n_elements, seq)
 

@@ -29,20 +29,27 @@ class WritePart:
     rows: list[Any]
 
 
+def key_prefix(collection: str) -> str:
+    """Prefix of every node key of a collection: the JSON-quoted name and ``#``."""
+    return json.dumps(collection, ensure_ascii=False) + "#"
+
+
 def node_key(collection: str, node_id: int) -> str:
     """The single-property write key of a node: unambiguous for any collection name.
 
     Writes look nodes up by this one indexed property; FalkorDB resolves it about
-    four times faster than the (collection, id) composite (bench/RESULTS.md).
+    four times faster than the (collection, id) composite. Statements build it
+    server-side as ``$prefix + toString(id)``, so rows carry only integers.
     """
-    return json.dumps([collection, int(node_id)], ensure_ascii=False)
+    return f"{key_prefix(collection)}{int(node_id)}"
 
 
 def retire_edges_cypher() -> str:
     # `since < $seq` keeps a replay of this batch from retiring the edges it adds.
     return (
         "UNWIND $retire_edge_rows AS r "
-        "MATCH (c:Node {key: r.child})-[p:PARENT]->(q:Node {key: r.parent}) "
+        "MATCH (c:Node {key: $prefix + toString(r.c)})"
+        "-[p:PARENT]->(q:Node {key: $prefix + toString(r.p)}) "
         "WHERE p.until IS NULL AND p.since < $seq "
         "SET p.until = $seq"
     )
@@ -51,24 +58,26 @@ def retire_edges_cypher() -> str:
 def upsert_nodes_cypher(label: str, rows_param: str) -> str:
     if label not in ("Mention", "Cluster"):
         raise ValueError(f"unknown node label {label!r}")
+    leaf = "true" if label == "Mention" else "false"
     attrs = (
-        "n.leaf = r.leaf, n.size = r.size, n.score = r.score, "
-        "n.level_lo = r.level_lo, n.level_hi = r.level_hi, n.algorithm = $algorithm"
+        "n.size = r.s, n.score = r.c, n.level_lo = r.lo, n.level_hi = r.hi, "
+        "n.algorithm = $algorithm"
     )
     # Branch-wise SETs instead of one trailing SET: same effect, and FalkorDB
     # skips a pass over the rows (about a third of the node upsert time).
     return (
         f"UNWIND ${rows_param} AS r "
-        f"MERGE (n:Node:{label} {{key: r.key}}) "
-        f"ON CREATE SET n.collection = $collection, n.id = r.id, n.created = $seq, {attrs} "
+        f"MERGE (n:Node:{label} {{key: $prefix + toString(r.i)}}) "
+        f"ON CREATE SET n.collection = $collection, n.id = r.i, n.created = $seq, "
+        f"n.leaf = {leaf}, {attrs} "
         f"ON MATCH SET {attrs}"
     )
 
 
 def retire_nodes_cypher() -> str:
     return (
-        "UNWIND $retire_node_rows AS k "
-        "MATCH (n:Node {key: k}) "
+        "UNWIND $retire_node_rows AS i "
+        "MATCH (n:Node {key: $prefix + toString(i)}) "
         "WHERE n.retired IS NULL "
         "SET n.retired = $seq"
     )
@@ -78,7 +87,7 @@ def add_edges_cypher() -> str:
     # MERGE on (child, parent, since) makes a replayed batch a no-op.
     return (
         "UNWIND $add_edge_rows AS r "
-        "MATCH (c:Node {key: r.child}), (q:Node {key: r.parent}) "
+        "MATCH (c:Node {key: $prefix + toString(r.c)}), (q:Node {key: $prefix + toString(r.p)}) "
         "MERGE (c)-[p:PARENT {since: $seq}]->(q)"
     )
 
