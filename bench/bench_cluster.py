@@ -23,7 +23,18 @@ from typing import Any
 
 import numpy as np
 
-ALGOS = ["hac", "scc", "mbscc", "grinch", "rotate", "greedy", "llama", "affinity", "recipnn"]
+ALGOS = [
+    "hac",
+    "scc",
+    "scc-annoy",
+    "mbscc",
+    "grinch",
+    "rotate",
+    "greedy",
+    "llama",
+    "affinity",
+    "recipnn",
+]
 
 
 def load(name: str, n: int | None, seed: int = 0) -> tuple[Any, np.ndarray]:
@@ -71,9 +82,19 @@ def run_algo(algo: str, X: Any, batch: int) -> Any:
 
     if algo == "hac":
         return run_hac(X)
+    if algo == "scc-annoy":
+        from er.ann import annoy_knn_graph
+
+        Xd = X.toarray() if hasattr(X, "toarray") else X
+        return cluster.SCC(k=10).fit(Xd, graph=annoy_knn_graph(Xd, 10)).hierarchy_
     if algo in ("grinch", "rotate", "greedy"):
-        approx = {"rotate_cap": 100, "graft_cap": 100, "restruct_cap": 100,
-                  "single_elimination": True, "graft_candidates": 50}
+        approx = {
+            "rotate_cap": 100,
+            "graft_cap": 100,
+            "restruct_cap": 100,
+            "single_elimination": True,
+            "graft_candidates": 50,
+        }
         est = cluster.Grinch(mode=algo, **(approx if algo == "grinch" else {}))
         for s in range(0, X.shape[0], batch):
             est.partial_fit(X[s : s + batch])
@@ -106,11 +127,15 @@ def one(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     h = run_algo(args.algo, X, args.batch)
     seconds = time.perf_counter() - start
-    out: dict[str, Any] = {"algo": args.algo, "data": args.data, "n": int(X.shape[0]),
-                           "seconds": round(seconds, 3),
-                           "points_per_s": round(X.shape[0] / seconds, 1),
-                           "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                           "nodes_per_point": round(h.n_nodes / X.shape[0], 2)}
+    out: dict[str, Any] = {
+        "algo": args.algo,
+        "data": args.data,
+        "n": int(X.shape[0]),
+        "seconds": round(seconds, 3),
+        "points_per_s": round(X.shape[0] / seconds, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "nodes_per_point": round(h.n_nodes / X.shape[0], 2),
+    }
     if args.metrics:
         if h.is_tree:
             out["dp"] = round(dendrogram_purity(h, y), 4)
@@ -133,8 +158,13 @@ def _child(algo: str, data: str, n: int | None, batch: int, metrics: bool, timeo
 
 def quality(args: argparse.Namespace) -> None:
     print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
-    for data, n in (("iris", None), ("wine", None), ("digits", None), ("grinch_synthetic", None),
-                    ("gmm", 20_000)):
+    for data, n in (
+        ("iris", None),
+        ("wine", None),
+        ("digits", None),
+        ("grinch_synthetic", None),
+        ("gmm", 20_000),
+    ):
         for algo in args.algos:
             if data == "gmm" and algo in ("recipnn",):
                 continue
@@ -145,8 +175,10 @@ def speed(args: argparse.Namespace) -> None:
     print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
     for n in args.sizes:
         for algo in args.algos:
-            print(json.dumps(_child(algo, "gmm", n, args.batch, args.metrics, args.timeout)),
-                  flush=True)
+            print(
+                json.dumps(_child(algo, "gmm", n, args.batch, args.metrics, args.timeout)),
+                flush=True,
+            )
 
 
 def main() -> None:

@@ -42,9 +42,14 @@ def tree_delta(n_nodes: int, seed: int = 0) -> ClusteringDelta:
         nxt += 1
     m = nxt
     return ClusteringDelta(
-        node_id=np.arange(m), is_leaf=np.arange(m) < n, size=np.ones(m),
-        score=np.r_[np.full(n, np.nan), rng.random(m - n)], level_lo=np.zeros(m),
-        level_hi=np.zeros(m), edges_added=edges, algorithm="bench",
+        node_id=np.arange(m),
+        is_leaf=np.arange(m) < n,
+        size=np.ones(m),
+        score=np.r_[np.full(n, np.nan), rng.random(m - n)],
+        level_lo=np.zeros(m),
+        level_hi=np.zeros(m),
+        edges_added=edges,
+        algorithm="bench",
     )
 
 
@@ -67,13 +72,22 @@ def bench_graph(n_nodes: int) -> dict[str, float]:
         edges = [{"c": int(c), "p": int(p)} for c, p in delta.edges_added]
         t = time.perf_counter()
         raw.query("UNWIND $rows AS r CREATE (:Node {id: r.id})", {"rows": nodes})
-        raw.query("UNWIND $rows AS r MATCH (a:Node {id: r.c}), (b:Node {id: r.p}) "
-                  "CREATE (a)-[:PARENT]->(b)", {"rows": edges})
+        raw.query(
+            "UNWIND $rows AS r MATCH (a:Node {id: r.c}), (b:Node {id: r.p}) "
+            "CREATE (a)-[:PARENT]->(b)",
+            {"rows": edges},
+        )
         floor = time.perf_counter() - t
     elements = delta.node_id.shape[0] + delta.edges_added.shape[0]
-    return {"elements": elements, "er_s": ours, "er_per_s": elements / ours,
-            "replay_s": replay, "raw_create_s": floor, "raw_per_s": elements / floor,
-            "ratio_er_to_raw": ours / floor}
+    return {
+        "elements": elements,
+        "er_s": ours,
+        "er_per_s": elements / ours,
+        "replay_s": replay,
+        "raw_create_s": floor,
+        "raw_per_s": elements / floor,
+        "ratio_er_to_raw": ours / floor,
+    }
 
 
 def bench_pg(admin_url: str, n_rows: int) -> dict[str, float]:
@@ -84,8 +98,10 @@ def bench_pg(admin_url: str, n_rows: int) -> dict[str, float]:
     engine = make_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
     try:
         upgrade(engine)
-        rows = [{"external_id": f"r{i}", "payload": {"name": f"person {i}", "city": "x"}}
-                for i in range(n_rows)]
+        rows = [
+            {"external_id": f"r{i}", "payload": {"name": f"person {i}", "city": "x"}}
+            for i in range(n_rows)
+        ]
         with Session(engine) as s, s.begin():
             cid = get_or_create_collection(s, "bench").id
             cid2 = get_or_create_collection(s, "copy").id
@@ -95,8 +111,9 @@ def bench_pg(admin_url: str, n_rows: int) -> dict[str, float]:
         ours = time.perf_counter() - t
         t = time.perf_counter()
         with psycopg.connect(url) as conn, conn.cursor() as cur:
-            with cur.copy("COPY mentions (collection_id, external_id, payload, batch_seq) "
-                          "FROM STDIN") as copy:
+            with cur.copy(
+                "COPY mentions (collection_id, external_id, payload, batch_seq) FROM STDIN"
+            ) as copy:
                 for r in rows:
                     copy.write_row((cid2, r["external_id"], json.dumps(r["payload"]), 1))
         floor = time.perf_counter() - t
@@ -104,8 +121,14 @@ def bench_pg(admin_url: str, n_rows: int) -> dict[str, float]:
         engine.dispose()
         with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    return {"rows": n_rows, "er_s": ours, "er_per_s": n_rows / ours, "copy_s": floor,
-            "copy_per_s": n_rows / floor, "ratio_er_to_copy": ours / floor}
+    return {
+        "rows": n_rows,
+        "er_s": ours,
+        "er_per_s": n_rows / ours,
+        "copy_s": floor,
+        "copy_per_s": n_rows / floor,
+        "ratio_er_to_copy": ours / floor,
+    }
 
 
 def main() -> None:
@@ -116,7 +139,9 @@ def main() -> None:
     args = ap.parse_args()
     print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}")
     print("graph:", json.dumps({k: round(v, 3) for k, v in bench_graph(args.nodes).items()}))
-    print("postgres:", json.dumps({k: round(v, 3) for k, v in bench_pg(args.pg, args.rows).items()}))
+    print(
+        "postgres:", json.dumps({k: round(v, 3) for k, v in bench_pg(args.pg, args.rows).items()})
+    )
 
 
 if __name__ == "__main__":

@@ -87,6 +87,13 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if args.algorithm in INCREMENTAL:
         _fit_in_batches(est, X, args.batch_size or X.shape[0], args.algorithm)
+    elif args.neighbors == "annoy":
+        from er.ann import annoy_knn_graph
+
+        with _progress(f"annoy {getattr(est, 'k', 10)}-NN graph of {X.shape[0]} points"):
+            graph = annoy_knn_graph(X, getattr(est, "k", 10))
+        with _progress(f"{args.algorithm} on {X.shape[0]} points"):
+            est.fit(X, graph=graph)
     else:
         with _progress(f"{args.algorithm} on {X.shape[0]} points"):
             est.fit(X)
@@ -221,6 +228,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="rows per partial_fit call (incremental algorithms)",
     )
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument(
+        "--neighbors",
+        choices=("exact", "annoy"),
+        default="exact",
+        help="k-NN graph of the batch algorithms: exact (O(n^2 d)) or annoy",
+    )
     p.add_argument("--output", required=True, type=Path)
     p.set_defaults(func=cmd_cluster)
 

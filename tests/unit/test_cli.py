@@ -87,3 +87,17 @@ def test_bad_parameter_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "'n_levels' parameter of SCC must be an int" in done.stderr
+
+
+def test_cluster_with_the_annoy_graph(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    y = np.repeat(np.arange(6), 10)
+    X = (rng.normal(size=(6, 8))[y] * 5 + rng.normal(size=(60, 8)) * 0.3).astype(np.float32)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    done = _run("cluster", "--algorithm", "scc", "--neighbors", "annoy", "--input",
+                str(tmp_path / "X.npy"), "--output", str(tmp_path / "S.json"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    scored = _run("score", "--structure", str(tmp_path / "S.json"), "--labels",
+                  str(tmp_path / "y.npy"))  # fmt: skip
+    assert json.loads(scored.stdout)["dendrogram_purity"] == 1.0
