@@ -156,6 +156,40 @@ def _child(algo: str, data: str, n: int | None, batch: int, metrics: bool, timeo
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def marking(args: argparse.Namespace) -> None:
+    """DP of MBSCC's paper marking and exact marking next to batch SCC, same thresholds."""
+    from er.cluster import MBSCC, SCC
+    from er.evaluation import dendrogram_purity
+
+    print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
+    for data, n in (
+        ("iris", None),
+        ("wine", None),
+        ("digits", None),
+        ("grinch_synthetic", None),
+        ("gmm", 20_000),
+    ):
+        X, y = load(data, n)
+        Xd = X.toarray() if hasattr(X, "toarray") else X
+        ref = dendrogram_purity(SCC(k=10, tau_max=1.0, tau_min=0.0).fit(Xd).hierarchy_, y)
+        for batch in args.batches:
+            row: dict[str, Any] = {
+                "data": data,
+                "n": int(Xd.shape[0]),
+                "batch": batch,
+                "scc_dp": round(ref, 4),
+            }
+            for mode in ("paper", "exact"):
+                start = time.perf_counter()
+                m = MBSCC(k=10, marking=mode)
+                for s in range(0, Xd.shape[0], batch):
+                    m.partial_fit(Xd[s : s + batch])
+                row[f"{mode}_dp"] = round(dendrogram_purity(m.hierarchy_, y), 4)
+                row[f"{mode}_s"] = round(time.perf_counter() - start, 2)
+            row["paper_gap"] = round(row["paper_dp"] - ref, 4)
+            print(json.dumps(row), flush=True)
+
+
 def quality(args: argparse.Namespace) -> None:
     print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
     for data, n in (
@@ -191,6 +225,9 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--no-metrics", dest="metrics", action="store_false")
     p.set_defaults(func=one)
+    p = sub.add_parser("marking")
+    p.add_argument("--batches", nargs="+", type=int, default=[10, 100, 1000])
+    p.set_defaults(func=marking)
     for name, func in (("quality", quality), ("speed", speed)):
         p = sub.add_parser(name)
         p.add_argument("--algos", nargs="+", default=ALGOS, choices=ALGOS)

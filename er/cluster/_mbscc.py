@@ -8,11 +8,15 @@ cluster whose set of points did not change keeps its id.
 
 Marking modes
 -------------
-``exact`` (the only mode implemented so far) re-derives every level from the
-maintained graph, so after any sequence of mini-batches the structure equals batch
-SCC on the same points with the same thresholds. The paper's cheaper marking
-(Eq. 4.7-4.12, recomputing only marked nodes, early stopping of §4.2.1) is not
-implemented yet.
+``exact`` re-derives every level from the maintained graph, so after any sequence of
+mini-batches the structure equals batch SCC on the same points with the same
+thresholds. ``paper`` (default) follows Alg. 10: U(0) holds the new points, their
+neighbours and the old points whose neighbour lists changed; only clusters holding a
+marked point choose their nearest neighbour afresh, the others keep the previous
+batch's choice (its target cluster and linkage value); marks climb to the new
+parents, to the members of the previous parents (their siblings) and to the
+previous parents' nearest neighbours (Eq. 4.10). Early stopping (§4.2.1) is not
+used: re-deriving an unchanged level here costs less than comparing it.
 
 References
 ----------
@@ -46,8 +50,11 @@ class _KnnLists:
         self.idx = np.zeros((0, k), np.int64)
         self.sim = np.zeros((0, k), np.float32)
 
-    def add(self, rows: NDArray[np.float32], block: int = 1024) -> None:
+    def add(self, rows: NDArray[np.float32], block: int = 1024) -> NDArray[np.bool_]:
+        """Add points; return (n,) True for U(0): new points, their neighbours, and old
+        points whose neighbour lists took a new point (§4.2)."""
         n0 = self.X.shape[0]
+        self._touched: list[NDArray[np.int64]] = []
         self.X = np.vstack([self.X, rows])
         n1 = self.X.shape[0]
         new_idx = np.full((n1 - n0, self.k), -1, np.int64)
@@ -64,6 +71,12 @@ class _KnnLists:
                 new_sim[start - n0 : stop - n0, :k] = np.take_along_axis(S, top, axis=1)
         self.idx = np.vstack([self.idx, new_idx])
         self.sim = np.vstack([self.sim, new_sim])
+        marked = np.zeros(n1, bool)
+        marked[n0:] = True
+        marked[new_idx[new_idx >= 0]] = True
+        for rows_touched in self._touched:
+            marked[rows_touched] = True
+        return marked
 
     def _merge_old(self, S_old: NDArray[np.float32], first_new: int) -> None:
         """Let new points (columns of S_old.T) into the lists of old points they beat."""
@@ -74,6 +87,7 @@ class _KnnLists:
         rows = np.flatnonzero(best_new >= kth)
         if rows.size == 0:
             return
+        self._touched.append(rows)
         new_ids = np.arange(first_new, first_new + S_old.shape[0])
         cand_idx = np.hstack([self.idx[rows], np.broadcast_to(new_ids, (rows.size, new_ids.size))])
         cand_sim = np.hstack([self.sim[rows], S_old[:, rows].T])
@@ -103,7 +117,10 @@ class MBSCC:
         Fixed thresholds: levels must mean the same thing from batch to batch.
     linkage : {"average", "single", "centroid"}, default "average"
     k : int, default 10
-    marking : {"exact"}, default "exact"
+    marking : {"paper", "exact"}, default "paper"
+        ``exact`` re-derives every level: the result equals SCC on the same points.
+        ``paper`` recomputes the nearest neighbour only of marked clusters (Eq.
+        4.7-4.12) and reuses the last batch's choice for the others.
 
     Attributes
     ----------
@@ -122,7 +139,7 @@ class MBSCC:
         "tau_min": [Interval(float, None, None)],
         "linkage": [Options(LINKAGES)],
         "k": [Interval(int, 1, None)],
-        "marking": [Options(("exact",))],
+        "marking": [Options(("paper", "exact"))],
     }
     algorithm = "mbscc"
 
@@ -135,7 +152,7 @@ class MBSCC:
         tau_min: float = 0.0,
         linkage: str = "average",
         k: int = 10,
-        marking: str = "exact",
+        marking: str = "paper",
     ) -> None:
         self.n_levels = n_levels
         self.schedule = schedule
@@ -162,17 +179,19 @@ class MBSCC:
             self._point_ids = np.zeros(0, np.int64)
             self._next_id = 0
             self._state = _Snapshot.empty()
+            self._rounds = None
         elif rows.shape[1] != self._knn.X.shape[1]:
             raise ConfigError(
                 f"X has {rows.shape[1]} columns; this MBSCC was fitted on {self._knn.X.shape[1]}."
             )
         self._point_ids = np.r_[self._point_ids, self._take_ids(rows.shape[0])]
-        self._knn.add(rows)
+        marked = self._knn.add(rows)
         taus = thresholds(self.tau_max, self.tau_min, self.n_levels, self.schedule)
         vectors = self._knn.X if self.linkage == "centroid" else None
         agg = Agglomerator(self._knn.graph(), self.linkage, vectors)
-        for tau in taus:
-            agg.merge(lambda nn, best, tau=tau: best >= tau)
+        if self.marking == "exact" or not partial:
+            marked = np.ones_like(marked)
+        self._rounds = _run_marked(agg, taus, marked, getattr(self, "_rounds", None))
         self.hierarchy_ = agg.finish(self.algorithm, get_params(self), self._knn.X.shape[0])
         self.node_ids_ = self._stable_ids(self.hierarchy_)
         state = _Snapshot.of(self.hierarchy_, self.node_ids_)
@@ -196,6 +215,84 @@ class MBSCC:
                 self._ids[key] = int(self._take_ids(1)[0])
             ids[v] = self._ids[key]
         return ids
+
+
+class _Round:
+    """One round's decisions, keyed by each input cluster's smallest point.
+
+    Clusters of one level are disjoint, so the smallest point names a cluster; an
+    unmarked cluster holds the same points as in the last batch.
+    """
+
+    def __init__(self, key: NDArray, target: NDArray, best: NDArray, out: NDArray) -> None:
+        order = np.argsort(key)
+        self.key, self.target, self.best = key[order], target[order], best[order]
+        self.out = out  # (n,) smallest point of each point's output cluster
+
+    def lookup(self, keys: NDArray[np.int64]) -> tuple[NDArray[np.bool_], NDArray, NDArray]:
+        pos = np.minimum(np.searchsorted(self.key, keys), max(self.key.size - 1, 0))
+        found = (self.key.size > 0) & (self.key[pos] == keys)
+        return found, self.target[pos], self.best[pos]
+
+
+def _smallest_point(point_cluster: NDArray[np.int64], m: int) -> NDArray[np.int64]:
+    first = np.full(m, np.iinfo(np.int64).max)
+    np.minimum.at(first, point_cluster, np.arange(point_cluster.size))
+    return first
+
+
+def _run_marked(
+    agg: Agglomerator, taus: NDArray, marked: NDArray[np.bool_], previous: list[_Round] | None
+) -> list[_Round]:
+    """SCC rounds where only clusters holding a marked point decide afresh (Alg. 10)."""
+    rounds: list[_Round] = []
+    n = marked.size
+    for r, tau in enumerate(taus):
+        pc = agg.point_cluster
+        key = _smallest_point(pc, agg.n_clusters)
+        fresh = np.zeros(agg.n_clusters, bool)
+        fresh[pc[marked]] = True
+        old = previous[r] if previous is not None and r < len(previous) else None
+        decide = None if old is None or fresh.all() else _reuse(old, key, fresh, pc)
+        agg.merge(lambda nn, best, tau=tau: best >= tau, decide)
+        nn, best = agg.last_decisions
+        target = np.where(nn >= 0, key[np.maximum(nn, 0)], -1)
+        out_pc = agg.point_cluster
+        out_key = _smallest_point(out_pc, agg.n_clusters)[out_pc]
+        rounds.append(_Round(key, target, best, out_key))
+        marked = _next_marks(marked, out_pc, old, n, agg.n_clusters)
+    return rounds
+
+
+def _reuse(old: _Round, key: NDArray, fresh: NDArray, pc: NDArray):
+    """A `decide` hook: unmarked clusters take their last-batch neighbour and value."""
+
+    def decide(nn: NDArray, best: NDArray) -> tuple[NDArray, NDArray]:
+        stale = np.flatnonzero(~fresh)
+        found, target, value = old.lookup(key[stale])
+        ok = found & (target >= 0)
+        idx, to = stale[ok], pc[target[ok]]
+        keep = to != idx
+        nn, best = nn.copy(), best.copy()
+        nn[idx[keep]], best[idx[keep]] = to[keep], value[ok][keep]
+        return nn, best
+
+    return decide
+
+
+def _next_marks(marked: NDArray, out_pc: NDArray, old: _Round | None, n: int, m: int) -> NDArray:
+    """U(i+1): new parents, previous parents' members and their nearest neighbours (Eq. 4.10)."""
+    parents = np.zeros(m, bool)
+    parents[out_pc[marked]] = True
+    if old is not None:
+        n_prev = old.out.size
+        prev_parent = np.unique(old.out[marked[:n_prev]])
+        siblings = np.isin(old.out, prev_parent)
+        parents[out_pc[:n_prev][siblings]] = True
+        found, target, _ = old.lookup(prev_parent)
+        best_nbr = target[found & (target >= 0)]
+        parents[out_pc[best_nbr[best_nbr < n]]] = True
+    return parents[out_pc]
 
 
 class _Snapshot:

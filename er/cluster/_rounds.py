@@ -82,6 +82,9 @@ class Agglomerator:
         self.W = sparse.csr_array(self.W, dtype=np.float64)
         self.size = np.ones(n, np.int64)
         self.node = np.arange(n, dtype=np.int64)
+        self._point_cluster = np.arange(n, dtype=np.int64)
+        self.last_decisions = (np.zeros(0, np.int64), np.zeros(0))
+        self.last_labels = np.arange(n)
         self.sums = None if self.vectors is None else np.asarray(self.vectors, np.float64)
         self.parent = [-1] * n
         self.score = [np.nan] * n
@@ -114,7 +117,10 @@ class Agglomerator:
         return best_neighbors(self.W, self.link_values())
 
     def merge(
-        self, keep: Callable[[NDArray[np.int64], NDArray[np.float64]], NDArray[np.bool_]]
+        self,
+        keep: Callable[[NDArray[np.int64], NDArray[np.float64]], NDArray[np.bool_]],
+        decide: Callable[[NDArray[np.int64], NDArray[np.float64]], tuple[NDArray, NDArray]]
+        | None = None,
     ) -> int:
         """One round: join clusters linked by kept best-neighbour edges.
 
@@ -122,6 +128,9 @@ class Agglomerator:
         ----------
         keep : callable (nn, best) -> ndarray of bool, shape (m,)
             Which best-neighbour edges count for this round.
+        decide : callable (nn, best) -> (nn, best), optional
+            Replaces some best-neighbour decisions before ``keep`` sees them (MBSCC's
+            marking reuses earlier decisions of unmarked clusters).
 
         Returns
         -------
@@ -130,6 +139,9 @@ class Agglomerator:
         """
         self.level += 1
         nn, best = self.nearest()
+        if decide is not None:
+            nn, best = decide(nn, best)
+        self.last_decisions = (nn, best)
         kept = keep(nn, best) & (nn >= 0)
         m = self.n_clusters
         src = np.flatnonzero(kept)
@@ -137,6 +149,7 @@ class Agglomerator:
         n_comp, label = csgraph.connected_components(E, directed=True, connection="weak")
         comp_size = np.bincount(label, minlength=n_comp)
         if n_comp == m:
+            self.last_labels = np.arange(m)
             return 0
         # weakest kept link inside each component = the linkage it formed at
         formed = np.full(n_comp, np.inf)
@@ -155,12 +168,19 @@ class Agglomerator:
         self._contract(label, n_comp, new_node)
         return int(merged.size)
 
+    @property
+    def point_cluster(self) -> NDArray[np.int64]:
+        """(n_points,) index of the current cluster holding each point."""
+        return self._point_cluster
+
     def _contract(self, label: NDArray[np.int64], n_comp: int, new_node: NDArray[np.int64]) -> None:
         # Order the new clusters by node id so that argmax ties favour lower ids.
         order = np.argsort(new_node, kind="stable")
         rank = np.empty(n_comp, np.int64)
         rank[order] = np.arange(n_comp)
         lab = rank[label]
+        self.last_labels = lab
+        self._point_cluster = lab[self._point_cluster]
         W = self.W.tocoo()
         r, c = lab[W.row], lab[W.col]
         off = r != c

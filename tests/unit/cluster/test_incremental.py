@@ -149,13 +149,53 @@ def test_mbscc_exact_equals_scc(n: int, batch: int, k: int, linkage: str, seed: 
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(8, 5))[rng.integers(0, 8, n)] + rng.normal(size=(n, 5)) * 0.3
     X = X.astype(np.float32)
-    m = MBSCC(k=k, linkage=linkage, n_levels=15)
+    m = MBSCC(k=k, linkage=linkage, n_levels=15, marking="exact")
     for s in range(0, n, batch):
         m.partial_fit(X[s : s + batch])
     ref = SCC(k=k, linkage=linkage, n_levels=15, tau_max=1.0, tau_min=0.0).fit(X).hierarchy_
     np.testing.assert_array_equal(m.hierarchy_.edges, ref.edges)
     np.testing.assert_array_equal(m.hierarchy_.level_lo, ref.level_lo)
     np.testing.assert_array_equal(m.hierarchy_.level_hi, ref.level_hi)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 60), batch=st.integers(1, 60), k=st.integers(1, 8), seed=orders)
+def test_mbscc_paper_marking_keeps_a_valid_tree(n: int, batch: int, k: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(6, 5))[rng.integers(0, 6, n)] + rng.normal(size=(n, 5)) * 0.3
+    m = MBSCC(k=k, n_levels=15)  # marking="paper"
+    for s in range(0, n, batch):
+        m.partial_fit(X[s : s + batch].astype(np.float32))
+    check_structure(m.hierarchy_)
+    # one batch marks every point: the paper's marking then equals SCC
+    one = MBSCC(k=k, n_levels=15).fit(X.astype(np.float32)).hierarchy_
+    ref = SCC(k=k, n_levels=15, tau_max=1.0, tau_min=0.0).fit(X.astype(np.float32)).hierarchy_
+    np.testing.assert_array_equal(one.edges, ref.edges)
+
+
+def test_mbscc_paper_marking_reuses_decisions_of_unmarked_clusters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch landing in one of two far-apart groups leaves the other group unmarked."""
+    from er.cluster import _mbscc
+
+    X, y = separated(2, 10, seed=2)
+    first = X[y == 0][:6].tolist() + X[y == 1].tolist()
+    second = X[y == 0][6:]
+    stale_counts: list[int] = []
+    real = _mbscc._reuse
+
+    def spy(old, key, fresh, pc):  # type: ignore[no-untyped-def]
+        stale_counts.append(int((~fresh).sum()))
+        return real(old, key, fresh, pc)
+
+    monkeypatch.setattr(_mbscc, "_reuse", spy)
+    m = MBSCC(k=3).partial_fit(np.asarray(first, np.float32))
+    assert stale_counts == []  # first batch: everything is new
+    m.partial_fit(second)
+    assert stale_counts and stale_counts[0] >= 10  # group 1's points kept their decisions
+    labels = np.r_[np.zeros(6), np.ones(10), np.zeros(len(second))]
+    assert dendrogram_purity(m.hierarchy_, labels) == 1.0
 
 
 def test_mbscc_deltas_replay_to_the_final_structure() -> None:
