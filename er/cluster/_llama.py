@@ -157,14 +157,22 @@ def _kept_pairs(W: sparse.csr_array, sizes: NDArray[np.int64], p: int):
 
 
 def _top_p_mask(pairs: NDArray[np.int64], vals: NDArray[np.float64], p: int, m: int) -> NDArray:
-    """True for pairs among the p best (ties: lower partner id) of both their clusters."""
-    ok = np.ones(len(pairs), bool)
-    for side, other in ((0, 1), (1, 0)):
-        order = np.lexsort((pairs[:, other], -vals, pairs[:, side]))
-        owner = pairs[order, side]
-        start = np.r_[0, np.flatnonzero(owner[1:] != owner[:-1]) + 1]
-        rank = np.arange(len(order)) - np.repeat(start, np.diff(np.r_[start, len(order)]))
-        ok[order[rank >= p]] = False
+    """True for pairs among the p best of both their clusters (Eq. 5.3-5.4).
+
+    A cluster's candidates are all kept-NN pairs containing it, on either side;
+    ties go to the lower partner id.
+    """
+    q = len(pairs)
+    owner = np.r_[pairs[:, 0], pairs[:, 1]]
+    partner = np.r_[pairs[:, 1], pairs[:, 0]]
+    value = np.r_[vals, vals]
+    which = np.r_[np.arange(q), np.arange(q)]
+    order = np.lexsort((partner, -value, owner))
+    owner = owner[order]
+    start = np.r_[0, np.flatnonzero(owner[1:] != owner[:-1]) + 1]
+    rank = np.arange(owner.size) - np.repeat(start, np.diff(np.r_[start, owner.size]))
+    ok = np.ones(q, bool)
+    ok[which[order][rank >= p]] = False
     return ok
 
 

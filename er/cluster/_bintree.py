@@ -1,0 +1,147 @@
+"""A growing binary tree over points as parallel arrays (GRINCH's structure).
+
+Each node keeps the sum of its leaves' unit vectors and its leaf count, so the
+centroid cosine linkage of any two nodes is one dot product (dissertation §3.5.1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+_NONE = -1
+
+
+class _Tree:
+    """A growing binary tree over points, as parallel arrays indexed by node id."""
+
+    def __init__(self, dim: int, capacity: int = 64) -> None:
+        self.dim = dim
+        self.parent = np.full(capacity, _NONE, np.int64)
+        self.kids = np.full((capacity, 2), _NONE, np.int64)
+        self.sums = np.zeros((capacity, dim))
+        self.norm = np.zeros(capacity)  # |sums[v]|, kept in step with sums
+        self.count = np.zeros(capacity, np.int64)
+        self.alive = np.zeros(capacity, bool)
+        self.point_of = np.full(capacity, _NONE, np.int64)  # node -> point index, leaves only
+        self.n_nodes = 0
+        self.root = _NONE
+
+    def _grow(self) -> None:
+        cap = 2 * self.parent.shape[0]
+        self.parent = np.resize(self.parent, cap)
+        self.parent[self.n_nodes :] = _NONE
+        self.kids = np.resize(self.kids, (cap, 2))
+        self.kids[self.n_nodes :] = _NONE
+        sums = np.zeros((cap, self.dim))
+        sums[: self.n_nodes] = self.sums[: self.n_nodes]
+        self.sums = sums
+        self.norm = np.resize(self.norm, cap)
+        self.count = np.resize(self.count, cap)
+        self.alive = np.resize(self.alive, cap)
+        self.alive[self.n_nodes :] = False
+        self.point_of = np.resize(self.point_of, cap)
+        self.point_of[self.n_nodes :] = _NONE
+
+    def new_node(self, vec: NDArray[np.float64], count: int, point: int = _NONE) -> int:
+        if self.n_nodes == self.parent.shape[0]:
+            self._grow()
+        v = self.n_nodes
+        self.n_nodes += 1
+        self.sums[v] = vec
+        self.norm[v] = np.sqrt(vec @ vec)
+        self.count[v] = count
+        self.alive[v] = True
+        self.point_of[v] = point
+        return v
+
+    # -- queries ------------------------------------------------------------------
+    def f(self, a: int, b: int) -> float:
+        """Centroid cosine linkage of two nodes."""
+        denom = self.norm[a] * self.norm[b]
+        return float(self.sums[a] @ self.sums[b] / denom) if denom > 0 else 0.0
+
+    def f_many(self, nodes: NDArray[np.int64], b: int) -> NDArray[np.float64]:
+        """Centroid cosine of each of ``nodes`` with b; shape (len(nodes),)."""
+        denom = self.norm[nodes] * self.norm[b]
+        dots = self.sums[nodes] @ self.sums[b]
+        return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
+
+    def sib(self, v: int) -> int:
+        p = self.parent[v]
+        if p == _NONE:
+            return _NONE
+        a, b = self.kids[p]
+        return int(b if a == v else a)
+
+    def ancestors(self, v: int) -> list[int]:
+        """v's ancestors, nearest first (v excluded)."""
+        out = []
+        p = self.parent[v]
+        while p != _NONE:
+            out.append(int(p))
+            p = self.parent[p]
+        return out
+
+    def is_ancestor(self, a: int, v: int) -> bool:
+        """True if a is v or an ancestor of v."""
+        while v != _NONE:
+            if v == a:
+                return True
+            v = self.parent[v]
+        return False
+
+    def lca(self, a: int, b: int) -> int:
+        up = {a, *self.ancestors(a)}
+        while b not in up:
+            b = int(self.parent[b])
+        return b
+
+    # -- edits ----------------------------------------------------------------------
+    def _add_up(self, v: int, vec: NDArray[np.float64], count: int, stop: int = _NONE) -> None:
+        """Add vec/count to v and its ancestors, up to (excluding) stop."""
+        while v != _NONE and v != stop:
+            self.sums[v] += vec
+            self.norm[v] = np.sqrt(self.sums[v] @ self.sums[v])
+            self.count[v] += count
+            v = int(self.parent[v])
+
+    def _replace_child(self, p: int, old: int, new: int) -> None:
+        if p == _NONE:
+            self.root = new
+        else:
+            self.kids[p, 0 if self.kids[p, 0] == old else 1] = new
+        self.parent[new] = p
+
+    def attach_as_sibling(self, v: int, target: int) -> int:
+        """Make detached subtree v the sibling of target under a new parent; return it."""
+        p = self.new_node(self.sums[target] + self.sums[v], self.count[target] + self.count[v])
+        up = int(self.parent[target])
+        self._replace_child(up, target, p)
+        self.kids[p] = (target, v)
+        self.parent[target] = p
+        self.parent[v] = p
+        self._add_up(up, self.sums[v], int(self.count[v]))
+        return p
+
+    def detach(self, v: int) -> None:
+        """Cut subtree v out; its parent is retired and its sibling takes the parent's place."""
+        p = int(self.parent[v])
+        s = self.sib(v)
+        up = int(self.parent[p])
+        self._replace_child(up, p, s)
+        self._add_up(up, -self.sums[v], -int(self.count[v]))
+        self.alive[p] = False
+        self.parent[p] = _NONE
+        self.kids[p] = _NONE
+        self.parent[v] = _NONE
+
+    def swap(self, a: int, b: int) -> None:
+        """Exchange the places of two disjoint subtrees."""
+        pa, pb = int(self.parent[a]), int(self.parent[b])
+        top = self.lca(pa, pb)
+        self._add_up(pa, self.sums[b] - self.sums[a], int(self.count[b] - self.count[a]), top)
+        self._add_up(pb, self.sums[a] - self.sums[b], int(self.count[a] - self.count[b]), top)
+        self.kids[pa, 0 if self.kids[pa, 0] == a else 1] = b
+        self.kids[pb, 0 if self.kids[pb, 0] == b else 1] = a
+        self.parent[a], self.parent[b] = pb, pa
