@@ -23,6 +23,14 @@ from typing import Any
 
 import numpy as np
 
+# The quality data sets: sklearn's bundled three, GRINCH's synthetic set, a mixture.
+QUALITY_SETS = (
+    ("iris", None),
+    ("wine", None),
+    ("digits", None),
+    ("grinch_synthetic", None),
+    ("gmm", 20_000),
+)
 ALGOS = [
     "hac",
     "scc",
@@ -162,13 +170,7 @@ def marking(args: argparse.Namespace) -> None:
     from er.evaluation import dendrogram_purity
 
     print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
-    for data, n in (
-        ("iris", None),
-        ("wine", None),
-        ("digits", None),
-        ("grinch_synthetic", None),
-        ("gmm", 20_000),
-    ):
+    for data, n in QUALITY_SETS:
         X, y = load(data, n)
         Xd = X.toarray() if hasattr(X, "toarray") else X
         ref = dendrogram_purity(SCC(k=10, tau_max=1.0, tau_min=0.0).fit(Xd).hierarchy_, y)
@@ -194,13 +196,7 @@ def marking(args: argparse.Namespace) -> None:
 
 def quality(args: argparse.Namespace) -> None:
     print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
-    for data, n in (
-        ("iris", None),
-        ("wine", None),
-        ("digits", None),
-        ("grinch_synthetic", None),
-        ("gmm", 20_000),
-    ):
+    for data, n in QUALITY_SETS:
         for algo in args.algos:
             if data == "gmm" and algo in ("recipnn",):
                 continue

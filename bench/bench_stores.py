@@ -110,12 +110,15 @@ def bench_pg(admin_url: str, n_rows: int) -> dict[str, float]:
             upsert_mentions(s, cid, 1, rows)
         ours = time.perf_counter() - t
         t = time.perf_counter()
-        with psycopg.connect(url) as conn, conn.cursor() as cur:
-            with cur.copy(
+        with (
+            psycopg.connect(url) as conn,
+            conn.cursor() as cur,
+            cur.copy(
                 "COPY mentions (collection_id, external_id, payload, batch_seq) FROM STDIN"
-            ) as copy:
-                for r in rows:
-                    copy.write_row((cid2, r["external_id"], json.dumps(r["payload"]), 1))
+            ) as copy,
+        ):
+            for r in rows:
+                copy.write_row((cid2, r["external_id"], json.dumps(r["payload"]), 1))
         floor = time.perf_counter() - t
     finally:
         engine.dispose()
