@@ -128,8 +128,9 @@ class Grinch:
         for i in range(self.n_points_, self._points.shape[0]):
             self._insert(i)
         self.n_points_ = self._points.shape[0]
-        self.delta_ = self._delta_since(before)
-        self.hierarchy_ = self._export()
+        heights, scores = self._heights(), self._scores()
+        self.delta_ = self._delta_since(before, heights, scores)
+        self.hierarchy_ = self._export(heights, scores)
         return self
 
     # -- insertion --------------------------------------------------------------------------
@@ -286,7 +287,9 @@ class Grinch:
         n = t.n_nodes
         return t.parent[:n].copy(), t.count[:n].copy(), t.alive[:n].copy()
 
-    def _delta_since(self, before: tuple[NDArray, NDArray, NDArray]) -> ClusteringDelta:
+    def _delta_since(
+        self, before: tuple[NDArray, NDArray, NDArray], heights: NDArray, scores: NDArray
+    ) -> ClusteringDelta:
         """Diff of the parent arrays: what the stores need to catch up."""
         t = self._tree
         n, m = t.n_nodes, before[0].shape[0]
@@ -298,12 +301,11 @@ class Grinch:
         retired_edges = np.flatnonzero(moved & (old_parent != _NONE) & was_alive)
         added_edges = np.flatnonzero(moved & (parent != _NONE) & alive)
         changed = np.flatnonzero(alive & ((t.count[:n] != old_count) | ~was_alive))
-        heights = self._heights()
         return ClusteringDelta(
             node_id=changed,
             is_leaf=t.point_of[changed] != _NONE,
             size=t.count[changed],
-            score=self._scores(changed),
+            score=scores[changed],
             level_lo=heights[changed],
             level_hi=heights[changed],
             retired=np.flatnonzero(was_alive & ~alive),
@@ -312,13 +314,16 @@ class Grinch:
             algorithm=self.mode,
         )
 
-    def _scores(self, nodes: NDArray[np.int64]) -> NDArray[np.float64]:
-        """Linkage between each internal node's two children (NaN for leaves)."""
+    def _scores(self) -> NDArray[np.float64]:
+        """(n_nodes,) linkage between each internal node's two children; NaN elsewhere."""
         t = self._tree
-        out = np.full(nodes.shape[0], np.nan)
-        for j, v in enumerate(nodes):
-            if t.kids[v, 0] != _NONE:
-                out[j] = t.f(int(t.kids[v, 0]), int(t.kids[v, 1]))
+        n = t.n_nodes
+        out = np.full(n, np.nan)
+        v = np.flatnonzero(t.kids[:n, 0] != _NONE)
+        a, b = t.kids[v, 0], t.kids[v, 1]
+        denom = t.norm[a] * t.norm[b]
+        dots = np.einsum("ij,ij->i", t.sums[a], t.sums[b])
+        out[v] = np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
         return out
 
     def _heights(self) -> NDArray[np.int32]:
@@ -344,7 +349,7 @@ class Grinch:
             stack.extend((int(c), False) for c in t.kids[v])
         return out
 
-    def _export(self) -> Hierarchy:
+    def _export(self, heights: NDArray, scores: NDArray) -> Hierarchy:
         """The tree renumbered to the `er cluster` contract."""
         t = self._tree
         leaves = np.asarray(self._leaf_of, np.int64)
@@ -355,13 +360,12 @@ class Grinch:
         nodes = np.r_[leaves, internal]
         child = nodes[t.parent[nodes] != _NONE]
         edges = np.stack([new_id[child], new_id[t.parent[child]]], axis=1)
-        heights = self._heights()[nodes]
         return Hierarchy(
             n_points=int(leaves.size),
             edges=edges,
-            score=self._scores(nodes),
-            level_lo=heights,
-            level_hi=heights,
+            score=scores[nodes],
+            level_lo=heights[nodes],
+            level_hi=heights[nodes],
             algorithm=self.mode,
             params=get_params(self),
         )

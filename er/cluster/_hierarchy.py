@@ -135,28 +135,34 @@ class Hierarchy:
         return sparse.csr_array(M @ _one_hot(labels, self.n_points))
 
     def _tree_counts(self, labels: NDArray[np.int64] | None) -> sparse.csr_array:
-        Y = _one_hot(labels, self.n_points)
-        C = sparse.vstack(
-            [Y, sparse.csr_array((self.n_nodes - self.n_points, Y.shape[1]), dtype=np.int64)]
-        ).tocsr()
-        A = self.child_matrix().astype(np.int64)
-        for group in self.topological_levels()[1:]:
-            C = C + _rows_only(A, group) @ C
-        return sparse.csr_array(C)
+        return self._propagate(_one_hot(labels, self.n_points), union=False)
 
     def leaf_membership(self) -> sparse.csr_array:
         """(n_nodes, n_points) 0/1 matrix: ``M[v, i] = 1`` iff leaf i is under v."""
-        M = sparse.vstack(
-            [
-                sparse.identity(self.n_points, dtype=np.int8, format="csr"),
-                sparse.csr_array((self.n_nodes - self.n_points, self.n_points), dtype=np.int8),
-            ]
-        ).tocsr()
-        A = self.child_matrix()
+        eye = sparse.identity(self.n_points, dtype=np.int8, format="csr")
+        return self._propagate(eye, union=True)
+
+    def _propagate(self, leaf_rows: sparse.csr_array, union: bool) -> sparse.csr_array:
+        """Push per-leaf rows up the hierarchy, children before parents.
+
+        Parameters
+        ----------
+        leaf_rows : csr_array of shape (n_points, K)
+        union : bool
+            True: 0/1 union of the children's rows (DAGs share leaves); False: sums.
+
+        Returns
+        -------
+        csr_array of shape (n_nodes, K)
+        """
+        empty = sparse.csr_array((self.n_nodes - self.n_points, leaf_rows.shape[1]))
+        X = sparse.csr_array(sparse.vstack([leaf_rows, empty.astype(leaf_rows.dtype)]))
+        A = self.child_matrix().astype(leaf_rows.dtype)
         for group in self.topological_levels()[1:]:
-            M = M + _rows_only(A, group) @ M
-            M.data = np.minimum(M.data, 1).astype(np.int8)  # union, not sum (DAG)
-        return sparse.csr_array(M)
+            X = X + _rows_only(A, group) @ X
+            if union:
+                X.data = np.minimum(X.data, 1).astype(leaf_rows.dtype)
+        return sparse.csr_array(X)
 
     def sizes(self) -> NDArray[np.int64]:
         """(n_nodes,) number of distinct leaves under each node."""

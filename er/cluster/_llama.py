@@ -96,14 +96,13 @@ def _run(W: sparse.csr_array, n_rounds: int | None, p: int, params: dict[str, An
         level += 1
         pairs, vals = _kept_pairs(W, np.diff(members.indptr), p)
         unions = _unions(members, pairs)
-        new_rows, new_parents, fresh = [], [], set()
+        new_rows, new_ids, new_parents, fresh = [], [], [], set()
+        sizes = np.diff(members.indptr)
         for j, (a, b) in enumerate(pairs):
-            row = unions[[j]]
-            if row.nnz <= max(
-                members.indptr[a + 1] - members.indptr[a], members.indptr[b + 1] - members.indptr[b]
-            ):
+            row = unions.indices[unions.indptr[j] : unions.indptr[j + 1]]
+            if row.size <= max(sizes[a], sizes[b]):
                 continue  # one side holds the other: no strictly larger set
-            key = row.indices.tobytes()
+            key = row.tobytes()
             if key in seen and key not in fresh:
                 continue  # an earlier round already built this set
             if key not in seen:
@@ -113,6 +112,7 @@ def _run(W: sparse.csr_array, n_rounds: int | None, p: int, params: dict[str, An
                 level_lo.append(level)
                 level_hi.append(level)
                 new_rows.append(j)
+                new_ids.append(seen[key])
             v = seen[key]
             new_parents.append((a, v))
             new_parents.append((b, v))
@@ -123,8 +123,9 @@ def _run(W: sparse.csr_array, n_rounds: int | None, p: int, params: dict[str, An
         carried = np.setdiff1d(np.arange(node.size), merged)
         for c in carried:
             level_hi[node[c]] = level
-        new_ids = np.array([seen[unions[[j]].indices.tobytes()] for j in new_rows], np.int64)
-        members, node = _next_cover(members, node, unions[new_rows], new_ids, carried)
+        members, node = _next_cover(
+            members, node, unions[new_rows], np.asarray(new_ids, np.int64), carried
+        )
         W = _cover_graph(W0, members)
     _add_root(node, np.diff(members.indptr), n, edges, score, level_lo, level_hi, level)
     e = np.array(sorted(set(edges)), np.int64).reshape(-1, 2)

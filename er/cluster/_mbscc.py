@@ -193,8 +193,9 @@ class MBSCC:
             marked = np.ones_like(marked)
         self._rounds = _run_marked(agg, taus, marked, getattr(self, "_rounds", None))
         self.hierarchy_ = agg.finish(self.algorithm, get_params(self), self._knn.X.shape[0])
-        self.node_ids_ = self._stable_ids(self.hierarchy_)
-        state = _Snapshot.of(self.hierarchy_, self.node_ids_)
+        M = self.hierarchy_.leaf_membership()
+        self.node_ids_ = self._stable_ids(self.hierarchy_, M)
+        state = _Snapshot.of(self.hierarchy_, self.node_ids_, sizes=np.diff(M.indptr))
         self.delta_ = state.delta_from(self._state, self.algorithm)
         self._state = state
         return self
@@ -204,11 +205,13 @@ class MBSCC:
         self._next_id += count
         return ids
 
-    def _stable_ids(self, h: Hierarchy) -> NDArray[np.int64]:
-        """Stable id per node: points keep theirs; clusters are known by their point set."""
+    def _stable_ids(self, h: Hierarchy, M: Any) -> NDArray[np.int64]:
+        """Stable id per node: points keep theirs; clusters are known by their point set.
+
+        ``M`` is ``h.leaf_membership()``, shape (n_nodes, n_points).
+        """
         ids = np.empty(h.n_nodes, np.int64)
         ids[: h.n_points] = self._point_ids
-        M = h.leaf_membership()
         for v in range(h.n_points, h.n_nodes):
             key = M.indices[M.indptr[v] : M.indptr[v + 1]].tobytes()
             if key not in self._ids:
@@ -308,8 +311,7 @@ class _Snapshot:
         return cls({}, set(), set())
 
     @classmethod
-    def of(cls, h: Hierarchy, ids: NDArray[np.int64]) -> _Snapshot:
-        sizes = h.sizes()
+    def of(cls, h: Hierarchy, ids: NDArray[np.int64], sizes: NDArray[np.int64]) -> _Snapshot:
         attrs = {
             int(ids[v]): (int(sizes[v]), float(h.score[v]), int(h.level_lo[v]), int(h.level_hi[v]))
             for v in range(h.n_nodes)

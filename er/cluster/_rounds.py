@@ -84,7 +84,6 @@ class Agglomerator:
         self.node = np.arange(n, dtype=np.int64)
         self._point_cluster = np.arange(n, dtype=np.int64)
         self.last_decisions = (np.zeros(0, np.int64), np.zeros(0))
-        self.last_labels = np.arange(n)
         self.sums = None if self.vectors is None else np.asarray(self.vectors, np.float64)
         self.parent = [-1] * n
         self.score = [np.nan] * n
@@ -149,7 +148,6 @@ class Agglomerator:
         n_comp, label = csgraph.connected_components(E, directed=True, connection="weak")
         comp_size = np.bincount(label, minlength=n_comp)
         if n_comp == m:
-            self.last_labels = np.arange(m)
             return 0
         # weakest kept link inside each component = the linkage it formed at
         formed = np.full(n_comp, np.inf)
@@ -179,7 +177,6 @@ class Agglomerator:
         rank = np.empty(n_comp, np.int64)
         rank[order] = np.arange(n_comp)
         lab = rank[label]
-        self.last_labels = lab
         self._point_cluster = lab[self._point_cluster]
         W = self.W.tocoo()
         r, c = lab[W.row], lab[W.col]

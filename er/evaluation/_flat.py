@@ -54,6 +54,8 @@ def contingency_matrix(gold: ArrayLike, pred: ArrayLike) -> sparse.csr_array:
 
 
 def _pairs(x: NDArray[np.int64]) -> float:
+    """Number of unordered pairs within groups of the given sizes (float: no overflow)."""
+    x = np.asarray(x, np.float64)
     return float((x * (x - 1)).sum() / 2)
 
 

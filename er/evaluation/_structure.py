@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 
-from er.evaluation._flat import _codes, pairwise_prf
+from er.evaluation._flat import _codes, _pairs, pairwise_prf
 
 __all__ = [
     "best_level_f1",
@@ -58,10 +58,6 @@ def dendrogram_purity(hierarchy: Any, gold: ArrayLike) -> float:
     if total == 0:
         return 1.0
     return float(sparse.csr_array(lca_pairs).multiply(purity).sum() / total)
-
-
-def _pairs(x: NDArray[np.int64]) -> float:
-    return float((x.astype(np.float64) * (x - 1)).sum() / 2)
 
 
 def jaccard_metrics(hierarchy: Any, gold: ArrayLike) -> dict[str, float]:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
 from er.stores.sql._models import Collection, Mention
@@ -33,12 +33,11 @@ def get_or_create_collection(
 
 
 def _insert_for(session: Session) -> Any:
+    """The generic path's INSERT .. ON CONFLICT (PostgreSQL takes the COPY path)."""
     dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        return postgresql.insert(Mention)
-    if dialect == "sqlite":
-        return sqlite.insert(Mention)
-    raise NotImplementedError(f"upsert_mentions does not support the {dialect!r} dialect")
+    if dialect != "sqlite":
+        raise NotImplementedError(f"upsert_mentions does not support the {dialect!r} dialect")
+    return sqlite.insert(Mention)
 
 
 def upsert_mentions(
