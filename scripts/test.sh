@@ -19,4 +19,7 @@ if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
 fi
 
+# Neo4j's own Cypher parser for the offline statement check (pinned by package-lock.json).
+npm ci --prefix tools/cypherlint --no-audit --no-fund --loglevel=error >/dev/null
+
 exec .venv/bin/python -m pytest "$@"

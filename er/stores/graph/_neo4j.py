@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import neo4j
@@ -53,13 +53,24 @@ class Neo4jStore(GraphStore):
         self._database = database
         self._batch = write_batch_size
 
+    def _statements(
+        self, parts: Sequence[cy.WritePart], params: dict[str, Any]
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Each ``(cypher, parameters)`` a write sends, its rows split into batches.
+
+        The one place that decides what reaches the server, so that the offline Cypher
+        check (``tests/integration/test_neo4j_cypher.py``) lints exactly what is sent.
+        """
+        for part in parts:
+            for start in range(0, len(part.rows), self._batch):
+                chunk = part.rows[start : start + self._batch]
+                yield part.cypher, {**params, part.rows_param: chunk}
+
     def _write(self, parts: Sequence[cy.WritePart], params: dict[str, Any]) -> None:
         def work(tx: neo4j.ManagedTransaction) -> None:
             # The driver may retry this function: every statement is idempotent.
-            for part in parts:
-                for start in range(0, len(part.rows), self._batch):
-                    chunk = part.rows[start : start + self._batch]
-                    tx.run(part.cypher, {**params, part.rows_param: chunk}).consume()
+            for cypher, statement_params in self._statements(parts, params):
+                tx.run(cypher, statement_params).consume()
 
         if parts:
             with self._driver.session(database=self._database) as session:
