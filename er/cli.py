@@ -25,7 +25,17 @@ from er.exceptions import ERError
 
 logger = logging.getLogger("er")
 
-ALGORITHMS = ("scc", "mbscc", "grinch", "rotate", "greedy", "llama", "affinity", "recipnn")
+ALGORITHMS = (
+    "scc",
+    "mbscc",
+    "grinch",
+    "rotate",
+    "greedy",
+    "llama",
+    "affinity",
+    "recipnn",
+    "trellis-map",
+)
 INCREMENTAL = ("mbscc", "grinch", "rotate", "greedy")
 
 
@@ -60,6 +70,7 @@ def make_estimator(algorithm: str, params: dict[str, Any]) -> Any:
         "grinch": cluster.Grinch,
         "rotate": cluster.Grinch,
         "greedy": cluster.Grinch,
+        "trellis-map": cluster.TrellisMAP,
     }
     if algorithm not in classes:
         raise ERError(f"--algorithm must be one of {', '.join(classes)}. Got {algorithm!r}.")

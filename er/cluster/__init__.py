@@ -11,6 +11,7 @@ from er.cluster._hierarchy import Hierarchy
 from er.cluster._llama import Llama
 from er.cluster._mbscc import MBSCC
 from er.cluster._scc import SCC, Affinity, RecipNN, thresholds
+from er.cluster._trellis import Trellis, TrellisMAP, build_trellis
 
 __all__ = [
     "MBSCC",
@@ -20,7 +21,10 @@ __all__ = [
     "Hierarchy",
     "Llama",
     "RecipNN",
+    "Trellis",
+    "TrellisMAP",
     "as_graph",
+    "build_trellis",
     "knn_graph",
     "normalize_rows",
     "thresholds",

@@ -1,0 +1,242 @@
+"""The cluster trellis against brute-force enumeration of every binary hierarchy.
+
+Oracle: a plain recursive enumeration of all (2n-3)!! hierarchies (no memoisation,
+no log-space tricks), scipy's average-linkage HAC, and a beam search written here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.cluster.hierarchy import linkage
+from scipy.stats import chisquare
+
+from er.cluster._trellis import TrellisMAP, build_trellis, similarity_energy
+from er.exceptions import ConfigError
+
+
+def _hierarchies(s: int) -> Iterator[tuple[int, ...]]:
+    """Every binary hierarchy of mask s, as the tuple of its internal cluster masks."""
+    if not s & (s - 1):
+        yield ()
+        return
+    low = s & -s
+    rest = s ^ low
+    sub = rest
+    while True:
+        sub = (sub - 1) & rest  # every proper submask of rest, then 0
+        a = low | sub
+        for left in _hierarchies(a):
+            for right in _hierarchies(s ^ a):
+                yield (s, *left, *right)
+        if sub == 0:
+            break
+
+
+def _children(c: int, tree: tuple[int, ...], n: int) -> tuple[int, int]:
+    inside = [x for x in tree if x != c and x & c == x]
+    maximal = [x for x in inside if not any(x != y and x & y == x for y in inside)]
+    covered = 0
+    for x in maximal:
+        covered |= x
+    parts = maximal + [1 << i for i in range(n) if (c >> i) & 1 and not covered & (1 << i)]
+    assert len(parts) == 2
+    return parts[0], parts[1]
+
+
+def _random_energy(n: int, seed: int):  # type: ignore[no-untyped-def]
+    table = np.random.default_rng(seed).normal(scale=2.0, size=1 << (2 * n))
+
+    def log_energy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        return table[(lo << n) | hi]
+
+    return log_energy
+
+
+def _brute(n: int, log_energy) -> dict[tuple[int, ...], float]:  # type: ignore[no-untyped-def]
+    out = {}
+    for tree in _hierarchies((1 << n) - 1):
+        total = 0.0
+        for c in tree:
+            a, b = _children(c, tree, n)
+            total += float(log_energy(np.array([a]), np.array([b]))[0])
+        out[tree] = total
+    return out
+
+
+def _double_factorial(k: int) -> int:
+    return math.prod(range(k, 0, -2))
+
+
+def _similarity(n: int, seed: int) -> np.ndarray:
+    X = np.random.default_rng(seed).normal(size=(n, 5))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X @ X.T
+
+
+def _energies(n: int, seed: int, kind: str):  # type: ignore[no-untyped-def]
+    if kind == "random":
+        return _random_energy(n, seed)
+    return similarity_energy(_similarity(n, seed), kind, beta=3.0)
+
+
+@pytest.mark.parametrize("kind", ["random", "average", "dasgupta"])
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7])
+def test_matches_brute_force(n: int, kind: str) -> None:
+    log_energy = _energies(n, seed=n, kind=kind)
+    trees = _brute(n, log_energy)
+    assert len(trees) == _double_factorial(2 * n - 3)
+    energies = np.array(list(trees.values()))
+    log_z = float(np.logaddexp.reduce(energies))
+    trellis = build_trellis(energy=log_energy, n=n)
+
+    assert trellis.log_partition == pytest.approx(log_z, rel=1e-9, abs=1e-12)
+    best = max(trees, key=trees.__getitem__)
+    assert trellis.log_map[trellis.full] == pytest.approx(trees[best], rel=1e-9, abs=1e-12)
+    found = tuple(c for c in trellis.map_clusters() if c & (c - 1))
+    assert set(found) == set(best)
+
+    log_out = trellis.log_outside()
+    probs = np.exp(energies - log_z)
+    for mask in range(1, 1 << n):
+        expected = sum(p for tree, p in zip(trees, probs, strict=True) if mask in tree)
+        if not mask & (mask - 1):
+            expected = 1.0  # every singleton is a leaf of every hierarchy
+        got = trellis.cluster_marginal([i for i in range(n) if (mask >> i) & 1], log_out)
+        assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("n", [4, 6])
+def test_lca_within_matches_brute_force(n: int) -> None:
+    log_energy = _energies(n, seed=7, kind="average")
+    trees = _brute(n, log_energy)
+    energies = np.array(list(trees.values()))
+    probs = np.exp(energies - np.logaddexp.reduce(energies))
+    trellis = build_trellis(energy=log_energy, n=n)
+    within = list(range(n - 1))  # every item but the last
+    mask = (1 << (n - 1)) - 1
+    for i in range(n - 1):
+        for j in range(i + 1, n - 1):
+            pair = (1 << i) | (1 << j)
+            expected = 0.0
+            for tree, p in zip(trees, probs, strict=True):
+                lca = min((c for c in tree if c & pair == pair), key=int.bit_count)
+                expected += p * (lca & mask == lca)
+            got = trellis.lca_within(i, j, within)
+            assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_sampler_follows_the_distribution() -> None:
+    n = 4  # 15 hierarchies
+    log_energy = _energies(n, seed=3, kind="random")
+    trees = _brute(n, log_energy)
+    energies = np.array(list(trees.values()))
+    expected = np.exp(energies - np.logaddexp.reduce(energies))
+    trellis = build_trellis(energy=log_energy, n=n)
+    rng = np.random.default_rng(12345)
+    draws = 20_000
+    counts = Counter(
+        tuple(sorted(c for c in trellis.sample(rng) if c & (c - 1))) for _ in range(draws)
+    )
+    index = {tuple(sorted(t)): k for k, t in enumerate(trees)}
+    observed = np.zeros(len(trees))
+    for tree, count in counts.items():
+        observed[index[tree]] += count
+    assert observed.sum() == draws
+    assert chisquare(observed, expected * draws).pvalue > 1e-3
+
+
+def _hac_clusters(S: np.ndarray) -> list[int]:
+    n = S.shape[0]
+    D = 1.0 - S[np.triu_indices(n, 1)]
+    Z = linkage(np.clip(D, 0, None), method="average")
+    masks = [1 << i for i in range(n)]
+    for a, b, *_ in Z:
+        masks.append(masks[int(a)] | masks[int(b)])
+    return masks
+
+
+def _beam_search(trellis, n: int, width: int) -> float:  # type: ignore[no-untyped-def]
+    """Agglomerative beam search on the hierarchy energy (the paper's baseline)."""
+    beam = [(0.0, tuple(1 << i for i in range(n)))]
+    for _ in range(n - 1):
+        candidates: dict[tuple[int, ...], float] = {}
+        for score, parts in beam:
+            for x in range(len(parts)):
+                for y in range(x + 1, len(parts)):
+                    e = trellis.log_energy(np.array([parts[x]]), np.array([parts[y]]))[0]
+                    merged = tuple(
+                        sorted(
+                            [p for k, p in enumerate(parts) if k not in (x, y)]
+                            + [parts[x] | parts[y]]
+                        )
+                    )
+                    total = score + float(e)
+                    candidates[merged] = max(candidates.get(merged, -np.inf), total)
+        beam = sorted(((s, p) for p, s in candidates.items()), reverse=True)[:width]
+    return beam[0][0]
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(10, 13), seed=st.integers(0, 10_000), beta=st.sampled_from([1.0, 5.0]))
+def test_map_beats_hac_and_beam_search(n: int, seed: int, beta: float) -> None:
+    S = _similarity(n, seed)
+    trellis = build_trellis(S, energy="average", beta=beta)
+    best = float(trellis.log_map[trellis.full])
+    assert best == pytest.approx(trellis.energy_of(trellis.map_clusters()), rel=1e-9)
+    assert best >= trellis.energy_of(_hac_clusters(S)) - 1e-9
+    assert best >= _beam_search(trellis, n, width=5) - 1e-9
+
+
+def test_trellis_map_estimator_gives_a_valid_tree() -> None:
+    X = np.random.default_rng(0).normal(size=(9, 4)).astype(np.float32)
+    est = TrellisMAP().fit(X)
+    h = est.hierarchy_
+    assert h.n_nodes == 2 * 9 - 1 and h.is_tree
+    assert len(h.roots()) == 1
+    assert np.array_equal(h.sizes()[9:].max(keepdims=True), [9])
+    # The MAP energy is the sum of the Gibbs average-linkage energies of its merges.
+    assert est.log_map_energy_ == pytest.approx(float(np.nansum(h.score)), rel=1e-9)
+    assert est.log_partition_ > est.log_map_energy_
+
+
+def test_refuses_inputs_beyond_its_limit() -> None:
+    with pytest.raises(ConfigError, match="1 to 16 points"):
+        TrellisMAP().fit(np.ones((17, 3)))
+    with pytest.raises(ConfigError, match="symmetric"):
+        build_trellis(np.array([[1.0, 0.2], [0.3, 1.0]]))
+
+
+def test_cli_trellis_map(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import subprocess
+    import sys
+
+    X = np.random.default_rng(1).normal(size=(8, 3)).astype(np.float32)
+    np.save(tmp_path / "X.npy", X)
+    run = [sys.executable, "-m", "er.cli", "cluster", "--algorithm", "trellis-map"]
+    ok = subprocess.run(
+        [*run, "--input", str(tmp_path / "X.npy"), "--output", str(tmp_path / "S.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert len(json.loads((tmp_path / "S.json").read_text())["edges"]) == 2 * 8 - 2
+    np.save(tmp_path / "big.npy", np.ones((17, 3), np.float32))
+    refused = subprocess.run(
+        [*run, "--input", str(tmp_path / "big.npy"), "--output", str(tmp_path / "T.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2
+    assert "Traceback" not in refused.stderr
+    assert "1 to 16 points" in refused.stderr
