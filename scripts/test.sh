@@ -22,4 +22,11 @@ fi
 # Neo4j's own Cypher parser for the offline statement check (pinned by package-lock.json).
 npm ci --prefix tools/cypherlint --no-audit --no-fund --loglevel=error >/dev/null
 
+# Headless Chromium opens the HTML evaluation reports in the browser test.
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "installing Debian's chromium for the report browser test" >&2
+  (apt-get install -y -q chromium >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; })
+fi
+
 exec .venv/bin/python -m pytest "$@"

@@ -1,5 +1,6 @@
 """Evaluation metrics (numpy/scipy only)."""
 
+from er.evaluation._coref import coreference_report, cut_at_score
 from er.evaluation._flat import bcubed, ceaf_e, conll_f1, contingency_matrix, muc, pairwise_prf
 from er.evaluation._report import score_hierarchy
 from er.evaluation._structure import (
@@ -16,6 +17,8 @@ __all__ = [
     "ceaf_e",
     "conll_f1",
     "contingency_matrix",
+    "coreference_report",
+    "cut_at_score",
     "dendrogram_purity",
     "dp_means_cost",
     "f1_at_gold_k",

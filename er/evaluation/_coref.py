@@ -1,0 +1,134 @@
+"""A coreference evaluation of one structure: entities at a cut, and what went wrong.
+
+What ``er eval`` stores in ``eval_runs.metrics`` and what its report draws: the flat
+metrics of the configured cut, the structure metrics of ``er score``, a sweep of
+pairwise P/R/F1 over score thresholds, cluster sizes against gold, and the largest
+errors (false merges and splits) with their mention indices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from er.evaluation._flat import bcubed, ceaf_e, conll_f1, muc, pairwise_prf
+from er.evaluation._report import score_hierarchy
+
+__all__ = ["coreference_report", "cut_at_score"]
+
+
+def cut_at_score(hierarchy: Any, threshold: float) -> NDArray[np.int64]:
+    """(n_points,) entity of each point: its highest ancestor reached through clusters
+    that all formed at a score >= ``threshold`` (the ``entity_at_score`` query).
+
+    A point with no such ancestor is its own entity (labelled by its own id). For a
+    DAG the first parent of each node is followed.
+    """
+    parent = hierarchy.parents()
+    score = np.nan_to_num(hierarchy.score, nan=-np.inf)
+    label = np.arange(hierarchy.n_points, dtype=np.int64)
+    active = np.ones(hierarchy.n_points, bool)
+    while active.any():
+        idx = np.flatnonzero(active)
+        up = parent[label[idx]]
+        ok = up >= 0
+        ok[ok] &= score[up[ok]] >= threshold
+        label[idx[ok]] = up[ok]
+        active[idx[~ok]] = False
+    return label
+
+
+def _sweep_thresholds(hierarchy: Any, n: int) -> NDArray[np.float64]:
+    scores = hierarchy.score[hierarchy.n_points :]
+    scores = np.unique(scores[np.isfinite(scores)])
+    if scores.size <= n:
+        return scores
+    return np.unique(np.quantile(scores, np.linspace(0, 1, n), method="nearest"))
+
+
+def _sizes(labels: NDArray[np.int64]) -> dict[str, int]:
+    """Histogram of cluster sizes: {"size": number of clusters of that size}."""
+    sizes, counts = np.unique(np.unique(labels, return_counts=True)[1], return_counts=True)
+    return {str(int(s)): int(c) for s, c in zip(sizes, counts, strict=True)}
+
+
+def _worst(group: NDArray[np.int64], other: NDArray[np.int64], top: int) -> list[dict[str, Any]]:
+    """Groups of ``group`` that ``other`` splits into the most parts, largest first."""
+    out = []
+    for g in np.unique(group):
+        members = np.flatnonzero(group == g)
+        parts = np.unique(other[members])
+        if parts.size > 1:
+            out.append({"group": int(g), "mentions": members.tolist(), "parts": int(parts.size)})
+    out.sort(key=lambda e: (-e["parts"], -len(e["mentions"]), e["mentions"][0]))
+    return out[:top]
+
+
+def coreference_report(
+    hierarchy: Any,
+    gold: ArrayLike,
+    *,
+    threshold: float,
+    n_sweep: int = 40,
+    n_errors: int = 5,
+) -> dict[str, Any]:
+    """Every figure of one evaluation run.
+
+    Parameters
+    ----------
+    hierarchy : Hierarchy
+        The structure as of the evaluated batch, leaves in mention order.
+    gold : array-like, shape (n_points,)
+        Gold entity label of each leaf.
+    threshold : float
+        The collection's configured entity cut (a linkage score).
+    n_sweep : int
+        Number of thresholds in the P/R/F1 sweep.
+    n_errors : int
+        How many of the worst false merges and splits to keep.
+
+    Returns
+    -------
+    dict
+        ``er score``'s names (``score_hierarchy``) plus ``threshold``, ``n_entities``,
+        ``n_gold_entities``, ``pairwise_prf_at_cut``, ``bcubed_at_cut``,
+        ``muc_at_cut``, ``ceaf_e_at_cut``, ``conll_f1_at_cut``, ``sweep`` (list of
+        {threshold, precision, recall, f1, n_entities}), ``sizes`` ({predicted, gold}
+        histograms), ``false_merges`` (predicted entities holding several gold
+        entities; ``group`` is the entity's node id) and ``splits`` (gold entities over
+        several predicted ones; ``group`` is the gold label), each a list of
+        {group, mentions, parts}.
+    """
+    gold = np.asarray(gold)
+    out = score_hierarchy(hierarchy, gold)
+    pred = cut_at_score(hierarchy, threshold)
+    out["threshold"] = float(threshold)
+    out["n_entities"] = int(np.unique(pred).size)
+    out["n_gold_entities"] = int(np.unique(gold).size)
+    for name, fn in (("pairwise_prf", pairwise_prf), ("bcubed", bcubed), ("muc", muc)):
+        out[f"{name}_at_cut"] = list(fn(gold, pred))
+    out["ceaf_e_at_cut"] = list(ceaf_e(gold, pred))
+    out["conll_f1_at_cut"] = conll_f1(gold, pred)
+    out["sweep"] = []
+    for t in _sweep_thresholds(hierarchy, n_sweep):
+        labels = cut_at_score(hierarchy, float(t))
+        p, r, f = pairwise_prf(gold, labels)
+        out["sweep"].append(
+            {
+                "threshold": float(t),
+                "precision": p,
+                "recall": r,
+                "f1": f,
+                "n_entities": int(np.unique(labels).size),
+            }
+        )
+    _, gold_codes = np.unique(gold, return_inverse=True)
+    out["sizes"] = {"predicted": _sizes(pred), "gold": _sizes(gold_codes.astype(np.int64))}
+    out["false_merges"] = _worst(pred, gold_codes.astype(np.int64), n_errors)
+    out["splits"] = _worst(gold_codes.astype(np.int64), pred, n_errors)
+    gold_values = np.unique(gold)
+    for split in out["splits"]:
+        split["group"] = gold_values[split["group"]].item()  # the gold label itself
+    return out
