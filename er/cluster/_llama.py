@@ -95,37 +95,37 @@ def _run(W: sparse.csr_array, n_rounds: int | None, p: int, params: dict[str, An
     while (n_rounds is None or level < n_rounds) and node.size > 1:
         level += 1
         pairs, vals = _kept_pairs(W, np.diff(members.indptr), p)
+        if pairs.size == 0:
+            break
         unions = _unions(members, pairs)
-        new_rows, new_ids, new_parents, fresh = [], [], [], set()
-        sizes = np.diff(members.indptr)
+        # Eq. 5.2 / 5.5: the next cover is {C u C' : kept pairs} plus the clusters no
+        # kept pair used. A union that is already a known set (C inside C', or a set an
+        # earlier round built) reuses that node: C' is carried forward and C gets it as
+        # a parent, so the same pair cannot come back round after round.
+        round_ids: dict[bytes, int] = {}
+        new_rows, new_parents = [], set()
         for j, (a, b) in enumerate(pairs):
-            row = unions.indices[unions.indptr[j] : unions.indptr[j + 1]]
-            if row.size <= max(sizes[a], sizes[b]):
-                continue  # one side holds the other: no strictly larger set
-            key = row.tobytes()
-            if key in seen and key not in fresh:
-                continue  # an earlier round already built this set
+            key = unions.indices[unions.indptr[j] : unions.indptr[j + 1]].tobytes()
             if key not in seen:
-                fresh.add(key)
                 seen[key] = len(score)
                 score.append(float(vals[j]))
                 level_lo.append(level)
                 level_hi.append(level)
-                new_rows.append(j)
-                new_ids.append(seen[key])
             v = seen[key]
-            new_parents.append((a, v))
-            new_parents.append((b, v))
-        if not new_rows:
-            break
-        edges.extend({(int(node[a]), v) for a, v in new_parents})
-        merged = np.unique([a for a, _ in new_parents])
+            if key not in round_ids:
+                round_ids[key] = v
+                new_rows.append(j)
+            new_parents.update((int(node[c]), v) for c in (a, b) if node[c] != v)
+        merged = np.unique(pairs)
+        next_ids = np.asarray(list(round_ids.values()), np.int64)
         carried = np.setdiff1d(np.arange(node.size), merged)
-        for c in carried:
-            level_hi[node[c]] = level
-        members, node = _next_cover(
-            members, node, unions[new_rows], np.asarray(new_ids, np.int64), carried
-        )
+        carried = carried[~np.isin(node[carried], next_ids)]  # a set never sits twice
+        if np.array_equal(np.sort(np.r_[next_ids, node[carried]]), np.sort(node)):
+            break  # the cover did not change: nothing more to merge
+        edges.extend(new_parents)
+        for v in np.r_[next_ids, node[carried]]:
+            level_hi[int(v)] = level
+        members, node = _next_cover(members, node, unions[new_rows], next_ids, carried)
         W = _cover_graph(W0, members)
     _add_root(node, np.diff(members.indptr), n, edges, score, level_lo, level_hi, level)
     e = np.array(sorted(set(edges)), np.int64).reshape(-1, 2)

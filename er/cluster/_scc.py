@@ -159,7 +159,10 @@ class SCC(_GraphClusterer):
     def _build(self, agg: Agglomerator, n: int) -> Hierarchy:
         _, best = agg.nearest()
         finite = best[np.isfinite(best)]
-        hi = self.tau_max if self.tau_max is not None else float(finite.max(initial=1.0))
+        # The first threshold is the graph's largest linkage (the best 1-NN merge), so
+        # the first level already merges; 1.0 only for a graph without edges.
+        largest = float(finite.max()) if finite.size else 1.0
+        hi = self.tau_max if self.tau_max is not None else largest
         lo = self.tau_min if self.tau_min is not None else min(float(finite.min(initial=0.0)), 0.0)
         self.thresholds_ = thresholds(hi, lo, self.n_levels, self.schedule)
         for tau in self.thresholds_:
