@@ -136,6 +136,7 @@ class Grinch:
     # -- insertion --------------------------------------------------------------------------
     def _start(self, dim: int, is_sparse: bool) -> None:
         self._tree = _Tree(dim)
+        self._stored = (np.zeros(0, np.int32), np.zeros(0))  # what the deltas wrote
         # Sparse points keep the exact leaf searches O(nnz) (e.g. 10,000-d binary data).
         self._sparse = is_sparse
         self._points: Any = sparse.csr_array((0, dim)) if is_sparse else np.zeros((0, dim))
@@ -282,25 +283,37 @@ class Grinch:
             steps += 1
 
     # -- outputs ------------------------------------------------------------------------------
-    def _snapshot(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
+    def _snapshot(self) -> tuple[NDArray, ...]:
+        """Parents, counts, liveness, and the heights and scores the last delta stored."""
         t = self._tree
         n = t.n_nodes
-        return t.parent[:n].copy(), t.count[:n].copy(), t.alive[:n].copy()
+        heights, scores = getattr(self, "_stored", (np.zeros(0, np.int32), np.zeros(0)))
+        return t.parent[:n].copy(), t.count[:n].copy(), t.alive[:n].copy(), heights, scores
 
     def _delta_since(
-        self, before: tuple[NDArray, NDArray, NDArray], heights: NDArray, scores: NDArray
+        self, before: tuple[NDArray, ...], heights: NDArray, scores: NDArray
     ) -> ClusteringDelta:
-        """Diff of the parent arrays: what the stores need to catch up."""
+        """Diff against the last delta: every node whose stored attributes changed.
+
+        Rotations, grafts and restructures change heights and scores of nodes whose
+        leaf count stays the same, so counts alone do not tell what a store must
+        rewrite; the heights and scores stored by the previous delta are compared too.
+        """
         t = self._tree
         n, m = t.n_nodes, before[0].shape[0]
         old_parent = np.r_[before[0], np.full(n - m, _NONE)]
         old_count = np.r_[before[1], np.zeros(n - m, np.int64)]
         was_alive = np.r_[before[2], np.zeros(n - m, bool)]
+        old_height = np.r_[before[3], np.full(n - before[3].shape[0], -1, np.int32)]
+        old_score = np.r_[before[4], np.full(n - before[4].shape[0], np.nan)]
         parent, alive = t.parent[:n], t.alive[:n]
         moved = parent != old_parent
         retired_edges = np.flatnonzero(moved & (old_parent != _NONE) & was_alive)
         added_edges = np.flatnonzero(moved & (parent != _NONE) & alive)
-        changed = np.flatnonzero(alive & ((t.count[:n] != old_count) | ~was_alive))
+        rescored = ~((scores == old_score) | (np.isnan(scores) & np.isnan(old_score)))
+        stale = (t.count[:n] != old_count) | (heights != old_height) | rescored
+        changed = np.flatnonzero(alive & (stale | ~was_alive))
+        self._stored = (heights.copy(), scores.copy())
         return ClusteringDelta(
             node_id=changed,
             is_leaf=t.point_of[changed] != _NONE,
