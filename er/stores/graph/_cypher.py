@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-SCHEMA_DIR = Path(__file__).resolve().parents[3] / "schema"
+# schema/ ships inside the package as er._schema (see setup.py).
+SCHEMA_DIR = Path(str(resources.files("er._schema")))
 
 # An edge is current as of batch b when since <= b < until; "now" is this value.
 AS_OF_NOW = 2**62

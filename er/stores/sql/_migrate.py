@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 
-_ROOT = Path(__file__).resolve().parents[3]
+# migrations/ ships inside the package as er._migrations (see setup.py).
+_MIGRATIONS = Path(str(resources.files("er._migrations")))
 
 
 def make_engine(url: str) -> Engine:
@@ -28,8 +30,8 @@ def _sqlite_pragmas(dbapi_conn: object, _record: object) -> None:
 
 def alembic_config(engine: Engine | None = None) -> Config:
     """Alembic config from ``pyproject.toml``; an engine, if given, is used directly."""
-    cfg = Config(toml_file=str(_ROOT / "pyproject.toml"))
-    cfg.set_main_option("script_location", str(_ROOT / "migrations"))
+    cfg = Config()  # the packaged scripts; pyproject's [tool.alembic] is for the alembic CLI
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
     if engine is not None:
         cfg.attributes["engine"] = engine
     return cfg

@@ -1,0 +1,1 @@
+"""Alembic migrations (shipped as er._migrations)."""

@@ -1,0 +1,1 @@
+"""Cypher DDL per engine, canned queries, record schemas (shipped as er._schema)."""
