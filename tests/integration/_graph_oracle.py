@@ -2,22 +2,28 @@
 
 It replays deltas the way DESIGN §3 defines them (edges retire first, then nodes
 are upserted and retired, then edges are added; an edge belongs to batch b when
-since <= b < until) and answers the same as-of questions as the stores.
+since <= b < until). A node lives in intervals: an id that was retired and comes
+back opens a new one. Attributes keep the values of the newest batch that wrote
+them, whatever order batches arrive in.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from er.delta import ClusteringDelta
 
+OPEN = 1 << 63
+
 
 @dataclass
 class HistoryOracle:
-    created: dict[int, int] = field(default_factory=dict)
-    retired: dict[int, int] = field(default_factory=dict)
+    lives: dict[int, list[list[int]]] = field(default_factory=dict)  # node -> [[since, until]]
+    attrs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    stamp: dict[int, int] = field(default_factory=dict)
     edges: list[list[int]] = field(default_factory=list)  # [child, parent, since, until|-1]
 
     def apply(self, delta: ClusteringDelta, seq: int) -> None:
@@ -25,18 +31,29 @@ class HistoryOracle:
             for e in self.edges:
                 if e[0] == child and e[1] == parent and e[3] == -1 and e[2] < seq:
                     e[3] = seq
-        for node in delta.node_id.tolist():
-            self.created.setdefault(node, seq)
+        for k, node in enumerate(delta.node_id.tolist()):
+            lives = self.lives.setdefault(node, [])
+            if not lives or lives[-1][1] <= seq:
+                lives.append([seq, OPEN])
+            if self.stamp.get(node, -1) <= seq:
+                self.stamp[node] = seq
+                score = float(delta.score[k])
+                self.attrs[node] = {
+                    "size": int(delta.size[k]),
+                    "score": None if score != score else score,
+                    "level_lo": int(delta.level_lo[k]),
+                    "level_hi": int(delta.level_hi[k]),
+                }
         for node in delta.retired.tolist():
-            self.retired.setdefault(node, seq)
+            lives = self.lives[node]
+            if lives[-1][1] == OPEN and lives[-1][0] < seq:
+                lives[-1][1] = seq
         for child, parent in delta.edges_added.tolist():
             if not any(e[:3] == [child, parent, seq] for e in self.edges):
                 self.edges.append([child, parent, seq, -1])
 
     def nodes_at(self, b: int) -> list[int]:
-        return sorted(
-            n for n, c in self.created.items() if c <= b and self.retired.get(n, 1 << 62) > b
-        )
+        return sorted(n for n, lives in self.lives.items() if any(s <= b < u for s, u in lives))
 
     def edges_at(self, b: int) -> np.ndarray:
         rows = sorted((c, p) for c, p, s, u in self.edges if s <= b and (u == -1 or u > b))

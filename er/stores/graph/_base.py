@@ -171,6 +171,7 @@ class GraphStore(ABC):
                 "collection": collection,
                 "prefix": cy.key_prefix(collection),
                 "seq": seq,
+                "open": cy.OPEN,
                 "algorithm": delta.algorithm,
             }
             self._write([p for p in parts if p.rows], params)

@@ -20,6 +20,8 @@ SCHEMA_DIR = Path(str(resources.files("er._schema")))
 
 # An edge is current as of batch b when since <= b < until; "now" is this value.
 AS_OF_NOW = 2**62
+# The `until` of a node's open life interval (node lists cannot hold null).
+OPEN = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -58,30 +60,46 @@ def retire_edges_cypher() -> str:
 
 
 def upsert_nodes_cypher(label: str, rows_param: str) -> str:
+    """Create or update nodes, stamped with ``$seq``.
+
+    A node lives in intervals ``lives_since[k] <= b < lives_until[k]`` (parallel
+    lists; the open interval ends at ``$open``): an id that was retired and comes
+    back (MBSCC keys clusters by their point set) opens a new interval. Attributes
+    carry the seq of their last write (``stamp``) and a replay of an older batch
+    never overwrites what a newer one wrote; nor does it reopen a later retirement.
+    """
     if label not in ("Mention", "Cluster"):
         raise ValueError(f"unknown node label {label!r}")
     leaf = "true" if label == "Mention" else "false"
-    attrs = (
-        "n.size = r.s, n.score = r.c, n.level_lo = r.lo, n.level_hi = r.hi, "
-        "n.algorithm = $algorithm"
+    newer = "n.stamp <= $seq"
+    attrs = {"size": "r.s", "score": "r.c", "level_lo": "r.lo", "level_hi": "r.hi"}
+    attrs["algorithm"] = "$algorithm"
+    on_create = ", ".join(f"n.{k} = {v}" for k, v in attrs.items())
+    on_match = ", ".join(
+        f"n.{k} = CASE WHEN {newer} THEN {v} ELSE n.{k} END" for k, v in attrs.items()
     )
+    reopen = "n.lives_until[-1] <= $seq"  # retired at or before this batch: back to life
     # Branch-wise SETs instead of one trailing SET: same effect, and FalkorDB
     # skips a pass over the rows (about a third of the node upsert time).
     return (
         f"UNWIND ${rows_param} AS r "
         f"MERGE (n:Node:{label} {{key: $prefix + toString(r.i)}}) "
-        f"ON CREATE SET n.collection = $collection, n.id = r.i, n.created = $seq, "
-        f"n.leaf = {leaf}, {attrs} "
-        f"ON MATCH SET {attrs}"
+        f"ON CREATE SET n.collection = $collection, n.id = r.i, n.leaf = {leaf}, "
+        f"n.lives_since = [$seq], n.lives_until = [$open], n.stamp = $seq, {on_create} "
+        f"ON MATCH SET "
+        f"n.lives_since = CASE WHEN {reopen} THEN n.lives_since + $seq ELSE n.lives_since END, "
+        f"n.lives_until = CASE WHEN {reopen} THEN n.lives_until + $open ELSE n.lives_until END, "
+        f"{on_match}, n.stamp = CASE WHEN {newer} THEN $seq ELSE n.stamp END"
     )
 
 
 def retire_nodes_cypher() -> str:
+    # Close the open interval; a replay of an older batch finds it closed or younger.
     return (
         "UNWIND $retire_node_rows AS i "
         "MATCH (n:Node {key: $prefix + toString(i)}) "
-        "WHERE n.retired IS NULL "
-        "SET n.retired = $seq"
+        "WHERE n.lives_until[-1] = $open AND n.lives_since[-1] < $seq "
+        "SET n.lives_until = n.lives_until[0..-1] + $seq"
     )
 
 
