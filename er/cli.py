@@ -200,6 +200,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from er.demo import run_demo
 
+    if args.entities < 1:
+        raise ERError(f"--entities must be at least 1. Got {args.entities}.")
     settings = _settings()
     with _graph(settings) as graph:
         run_demo(settings, graph, n_entities=args.entities, seed=args.seed)

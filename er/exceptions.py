@@ -54,6 +54,10 @@ class RecordError(ERError, ValueError):
         super().__init__(f"record {record!r}, field {field!r}: {reason}")
 
 
+class BatchConflictError(ERError):
+    """A batch that was already resolved came back with different input."""
+
+
 class DataDirLockedError(ERError):
     """Another er process owns the embedded database in this data dir."""
 

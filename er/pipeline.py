@@ -6,6 +6,7 @@ with a batch sequence number. The queue-driven incremental pipeline builds on it
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from typing import Any
@@ -15,6 +16,7 @@ from numpy.typing import NDArray
 from sqlalchemy.orm import Session
 
 from er.cluster import Hierarchy
+from er.exceptions import BatchConflictError
 from er.stores.graph import GraphStore
 from er.stores.sql import Batch
 
@@ -35,10 +37,18 @@ def fit_and_store(
 ) -> Hierarchy:
     """Fit ``estimator`` on ``X`` and apply its delta to the graph as batch ``batch_seq``.
 
-    The batch row records status and timings in the caller's transaction; the graph
-    write is idempotent, so running the same batch again changes nothing.
+    The batch row records status, timings and the input's fingerprint in the caller's
+    transaction; the graph write is idempotent, so running the same batch again
+    changes nothing.
+
+    Raises
+    ------
+    BatchConflictError
+        If batch ``batch_seq`` of the collection was already run on other input:
+        merging two hierarchies into one batch would corrupt its lineage.
     """
     timings: dict[str, float] = {}
+    fingerprint = _fingerprint(X, estimator)
     batch = session.query(Batch).filter_by(collection_id=collection_id, seq=batch_seq).one_or_none()
     if batch is None:
         batch = Batch(
@@ -48,9 +58,15 @@ def fit_and_store(
             n_accepted=int(X.shape[0]),
             n_rejected=0,
             timings={},
+            fingerprint=fingerprint,
         )
         session.add(batch)
         session.flush()
+    elif batch.fingerprint not in (None, fingerprint):
+        raise BatchConflictError(
+            f"batch {batch_seq} of collection {collection!r} was already resolved from other "
+            "input; nothing was written. Use a new collection or data dir for new input."
+        )
     started = time.perf_counter()
     estimator.fit(X)
     timings["fit_s"] = time.perf_counter() - started
@@ -60,3 +76,12 @@ def fit_and_store(
     batch.status, batch.timings = "done", timings
     logger.info("batch %d of %s: %s", batch_seq, collection, timings)
     return estimator.hierarchy_
+
+
+def _fingerprint(X: NDArray[np.float32], estimator: Any) -> str:
+    """sha256 of the points (shape, dtype, bytes) and the estimator's parameters."""
+    digest = hashlib.sha256(repr((X.shape, str(X.dtype))).encode())
+    digest.update(np.ascontiguousarray(X).tobytes())
+    params = {k: v for k, v in vars(estimator).items() if not k.startswith("_") and k[-1] != "_"}
+    digest.update(repr(sorted(params.items())).encode())
+    return digest.hexdigest()

@@ -41,3 +41,20 @@ def test_demo_then_query_on_embedded_defaults(tmp_path: Path) -> None:
         ).stdout
     )
     assert len(members) > 40  # the root holds every mention
+
+
+def test_demo_with_other_input_is_refused_not_merged(tmp_path: Path) -> None:
+    assert _er(tmp_path, "demo", "--entities", "30").returncode == 0
+    stats = json.loads(_er(tmp_path, "query", "stats", "--collection", "demo").stdout)
+    other = _er(tmp_path, "demo", "--entities", "30", "--seed", "1")
+    assert other.returncode == 2
+    assert "batch 1 of collection 'demo' was already resolved from other input" in other.stderr
+    assert "Traceback" not in other.stderr
+    # before the fix the second hierarchy was merged into batch 1
+    assert json.loads(_er(tmp_path, "query", "stats", "--collection", "demo").stdout) == stats
+
+
+def test_demo_without_entities_is_refused(tmp_path: Path) -> None:
+    done = _er(tmp_path, "demo", "--entities", "0")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith("--entities must be at least 1. Got 0.")

@@ -87,6 +87,8 @@ class Batch(Base):
     n_rejected: Mapped[int] = mapped_column(Integer, default=0)
     timings: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
     error: Mapped[str | None] = mapped_column(Text, default=None)
+    # sha256 of the batch's input: a re-run with other input is refused (never merged)
+    fingerprint: Mapped[str | None] = mapped_column(String(64), default=None)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
