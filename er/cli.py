@@ -82,17 +82,56 @@ def make_estimator(algorithm: str, params: dict[str, Any]) -> Any:
         raise ERError(f"{algorithm}: {exc}") from None
 
 
+GRAPH_ALGORITHMS = ("scc", "llama", "affinity", "recipnn")  # the ones that take graph=
+
+
+def _read_array(path: Path, what: str) -> np.ndarray:
+    """``np.load`` with one clear line for every way a file can be wrong."""
+    if not path.is_file():
+        raise ERError(f"{path}: no such file ({what}).")
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ERError(f"{path}: not a readable .npy array of {what} ({reason}).") from None
+
+
 def _load_points(path: Path) -> np.ndarray:
-    X = np.load(path, allow_pickle=False)
+    X = _read_array(path, "points")
     if X.ndim != 2 or not np.issubdtype(X.dtype, np.floating):
         raise ERError(f"{path}: expected a float (n, d) array. Got {X.dtype} {X.shape}.")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ERError(f"{path}: the array {X.shape} has no points to cluster.")
     if not np.all(np.isfinite(X)):
         row = int(np.flatnonzero(~np.isfinite(X).all(axis=1))[0])
         raise ERError(f"{path}: row {row} has a non-finite value.")
-    return X.astype(np.float32, copy=False)
+    zero = np.flatnonzero(~X.any(axis=1))
+    if zero.size:
+        raise ERError(
+            f"{path}: row {int(zero[0])} is all zeros ({zero.size} such rows); cosine "
+            "similarity needs a non-zero vector per point."
+        )
+    return X
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse options the chosen algorithm would silently ignore."""
+    if args.neighbors == "annoy" and args.algorithm not in GRAPH_ALGORITHMS:
+        raise ERError(
+            f"--neighbors annoy applies to {', '.join(GRAPH_ALGORITHMS)}; "
+            f"{args.algorithm} searches its own neighbours. Drop --neighbors."
+        )
+    if args.batch_size is not None and args.algorithm not in INCREMENTAL:
+        raise ERError(
+            f"--batch-size applies to the incremental algorithms ({', '.join(INCREMENTAL)}); "
+            f"{args.algorithm} fits all points at once. Drop --batch-size."
+        )
+    if not args.output.parent.is_dir():
+        raise ERError(f"{args.output}: the folder {args.output.parent} does not exist.")
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
+    _check_options(args)
     X = _load_points(args.input)
     est = make_estimator(args.algorithm, _parse_params(args.param))
     started = time.perf_counter()
@@ -138,8 +177,18 @@ def cmd_score(args: argparse.Namespace) -> int:
     from er.cluster import Hierarchy
     from er.evaluation import score_hierarchy
 
-    hierarchy = Hierarchy.from_json(json.loads(args.structure.read_text()))
-    labels = np.load(args.labels, allow_pickle=False)
+    if not args.structure.is_file():
+        raise ERError(f"{args.structure}: no such file (structure JSON).")
+    try:
+        hierarchy = Hierarchy.from_json(json.loads(args.structure.read_text()))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ERError(f"{args.structure}: not an `er cluster` structure ({exc}).") from None
+    labels = _read_array(args.labels, "labels")
+    if labels.ndim != 1 or labels.shape[0] != hierarchy.n_points:
+        raise ERError(
+            f"{args.labels}: expected one label per point, shape ({hierarchy.n_points},); "
+            f"got {labels.shape}."
+        )
     sys.stdout.write(json.dumps(score_hierarchy(hierarchy, labels)) + "\n")
     return 0
 
@@ -165,11 +214,27 @@ def _graph(settings: Any) -> Any:
     )
 
 
+def _database(settings: Any) -> Any:
+    """An engine on ``ER_DATABASE_URL``, checked to answer; one clear line if not."""
+    import sqlalchemy.exc
+
+    from er.stores.sql import make_engine
+
+    try:
+        engine = make_engine(settings.sqlalchemy_url)
+        with engine.connect():
+            pass
+    except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ERError(f"cannot reach the database (ER_DATABASE_URL): {first}") from None
+    return engine
+
+
 def cmd_init(args: argparse.Namespace) -> int:
-    from er.stores.sql import make_engine, upgrade
+    from er.stores.sql import upgrade
 
     settings = _settings()
-    engine = make_engine(settings.sqlalchemy_url)
+    engine = _database(settings)
     upgrade(engine)
     engine.dispose()
     with _graph(settings) as graph:
@@ -203,6 +268,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.entities < 1:
         raise ERError(f"--entities must be at least 1. Got {args.entities}.")
     settings = _settings()
+    _database(settings).dispose()
     with _graph(settings) as graph:
         run_demo(settings, graph, n_entities=args.entities, seed=args.seed)
     return 0
@@ -244,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--neighbors",
         choices=("exact", "annoy"),
-        default="exact",
+        default=None,
         help="k-NN graph of the batch algorithms: exact (O(n^2 d)) or annoy",
     )
     p.add_argument("--output", required=True, type=Path)

@@ -53,9 +53,13 @@ def normalize_rows(X: NDArray[np.floating]) -> NDArray[np.float32]:
     -------
     ndarray of float32, shape (n, d)
     """
-    X = np.asarray(X, dtype=np.float32)
+    # Cosine is scale-free: norms in float64, after dividing each row by its largest
+    # magnitude, so rows scaled by 1e20 or 1e-25 neither overflow nor underflow float32.
+    X = np.asarray(X, dtype=np.float64)
+    peak = np.abs(X).max(axis=1, keepdims=True) if X.size else np.ones((X.shape[0], 1))
+    X = np.divide(X, peak, out=np.zeros_like(X), where=peak > 0)
     norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
+    return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0).astype(np.float32)
 
 
 def knn_graph(
@@ -108,6 +112,17 @@ def similarities(A: NDArray[np.float32], B: NDArray[np.float32]) -> NDArray[np.f
     return (A.astype(np.float64) @ B.astype(np.float64).T).astype(np.float32)
 
 
+def _max_duplicates(
+    row: NDArray[np.integer], col: NDArray[np.integer], sim: NDArray[np.float64], n: int
+) -> sparse.csr_array:
+    """CSR with one entry per (row, col): the largest of its duplicates (not their sum)."""
+    order = np.lexsort((-sim, col, row))
+    row, col, sim = row[order], col[order], sim[order]
+    first = np.ones(row.shape[0], bool)
+    first[1:] = (row[1:] != row[:-1]) | (col[1:] != col[:-1])
+    return sparse.coo_array((sim[first], (row[first], col[first])), shape=(n, n)).tocsr()
+
+
 def as_graph(
     edges: sparse.sparray | sparse.spmatrix | tuple[NDArray, NDArray, NDArray], n: int | None = None
 ) -> sparse.csr_array:
@@ -129,14 +144,13 @@ def as_graph(
         if not (row.shape == col.shape == sim.shape) or row.ndim != 1:
             raise ConfigError("as_graph takes (row, col, sim) arrays of one shape (e,).")
         n = int(max(row.max(initial=-1), col.max(initial=-1)) + 1) if n is None else int(n)
-        keep = row != col
-        G = sparse.coo_array((sim[keep], (row[keep], col[keep])), shape=(n, n)).tocsr()
     else:
-        G = sparse.csr_array(edges)
-        G.setdiag(0)
-    G.sum_duplicates()
-    if not np.all(np.isfinite(G.data)):
+        coo = sparse.coo_array(edges)  # keeps duplicate entries, unlike CSR conversion
+        row, col, sim, n = coo.row, coo.col, coo.data, coo.shape[0]
+    if not np.all(np.isfinite(sim)):
         raise ConfigError("Similarity graph weights must be finite.")
+    keep = row != col
+    G = _max_duplicates(row[keep], col[keep], sim[keep].astype(np.float64), n)
     # Keep the stronger of (i, j) and (j, i): +1 shift so zero-similarity edges survive.
     shifted = G.copy()
     shifted.data = shifted.data.astype(np.float64) - G.data.min(initial=0) + 1.0

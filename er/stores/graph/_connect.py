@@ -7,7 +7,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from er.exceptions import ConfigError
+from er.exceptions import ConfigError, StoreError
 from er.stores.graph._base import GraphStore
 
 __all__ = ["open_graph_store"]
@@ -58,8 +58,14 @@ def _falkordb(
     else:
         parts = urlsplit(url)
         host, port = parts.hostname or "127.0.0.1", parts.port or 6379
-    db = FalkorDB(host=host, port=port)
-    stack.callback(db.connection.close)
+    try:
+        db = FalkorDB(host=host, port=port)  # connects and checks the server
+        stack.callback(db.connection.close)
+        db.connection.ping()
+    except Exception as exc:  # redis-py raises several connection error types
+        raise StoreError(
+            f"cannot reach FalkorDB at {host}:{port} (ER_GRAPH_URL): {_first_line(exc)}"
+        ) from None
     return FalkorDBStore(db.select_graph(graph))
 
 
@@ -73,4 +79,15 @@ def _neo4j(
     auth = (user, password or "") if user else None
     driver = neo4j.GraphDatabase.driver(url, auth=auth)
     stack.callback(driver.close)
+    try:
+        driver.verify_connectivity()
+    except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError) as exc:
+        raise StoreError(
+            f"cannot reach Neo4j at {urlsplit(url).netloc} (ER_GRAPH_URL): {_first_line(exc)}"
+        ) from None
     return Neo4jStore(driver, database=database)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

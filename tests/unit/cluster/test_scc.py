@@ -101,7 +101,18 @@ def test_scc_structure_invariants(n, k, levels, schedule, linkage, seed) -> None
     check_structure(h)
     again = SCC(n_levels=levels, k=k, schedule=schedule, linkage=linkage).fit(X).hierarchy_
     np.testing.assert_array_equal(h.edges, again.edges)  # deterministic, ids included
-    np.testing.assert_array_equal(est.delta_.edges_added, h.edges)
+    # the delta writes this structure: every node once, sizes = leaves counted by hand
+    d = est.delta_
+    assert sorted(d.node_id.tolist()) == list(range(h.n_nodes))
+    kids: dict[int, list[int]] = {}
+    for c, p in d.edges_added.tolist():
+        kids.setdefault(p, []).append(c)
+
+    def leaves(v: int) -> int:
+        return 1 if v < n else sum(leaves(c) for c in kids.get(v, []))
+
+    assert d.size.tolist() == [leaves(v) for v in d.node_id.tolist()]
+    assert d.is_leaf.tolist() == [v < n for v in d.node_id.tolist()]
 
 
 def test_parameters_are_validated_with_a_clear_message() -> None:
