@@ -245,9 +245,21 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _node_arg(graph: Any, args: argparse.Namespace) -> int:
+    """The node ``--id`` names, or the node of the record ingested as ``--mention``."""
+    if args.mention is None:
+        return int(args.id)
+    node = graph.node_of(args.collection, args.mention)
+    if node is None:
+        raise ERError(f"collection {args.collection!r} has no mention {args.mention!r}.")
+    return node
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     settings = _settings()
     with _graph(settings) as graph:
+        if args.what != "stats":
+            args.id = _node_arg(graph, args)
         if args.what == "ancestors":
             result: Any = graph.ancestors(args.collection, args.id, as_of=args.as_of)
         elif args.what == "members":
@@ -332,7 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("query", help="lineage queries (schema/queries/*.cypher)")
     p.add_argument("what", choices=("ancestors", "members", "entity", "stats"))
     p.add_argument("--collection", required=True)
-    p.add_argument("--id", type=int, default=0)
+    node = p.add_mutually_exclusive_group()
+    node.add_argument("--id", type=int, default=0, help="graph node id")
+    node.add_argument("--mention", default=None, help="external id of an ingested record")
     p.add_argument("--as-of", type=int, default=None)
     p.add_argument("--score", type=float, default=None)
     p.add_argument("--level", type=int, default=None)

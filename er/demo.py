@@ -74,6 +74,7 @@ def run_demo(settings: Any, graph: Any, *, n_entities: int = 200, seed: int = 0)
                 X=X,
                 estimator=SCC(n_levels=30, k=10),
                 batch_seq=1,
+                external_ids=[r["external_id"] for r in records],
             )
             progress.update(task, advance=1, description="evaluating")
             metrics = score_hierarchy(hierarchy, gold)
@@ -114,5 +115,5 @@ def _show(console: Console, n: int, n_entities: int, metrics: dict[str, Any], gr
     console.print(
         f"mention 0: entity {entity} at level {level} holds mentions {members[:10]}"
         f"{' ...' if len(members) > 10 else ''}; {len(ancestors)} ancestors up to the root.\n"
-        f"Try: er query ancestors --collection {COLLECTION} --id 0"
+        f"Try: er query ancestors --collection {COLLECTION} --mention m0"
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from sqlalchemy.orm import Session
 from er.cluster import Hierarchy
 from er.exceptions import BatchConflictError
 from er.stores.graph import GraphStore
-from er.stores.sql import Batch
+from er.stores.sql import Batch, set_mention_nodes
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ def fit_and_store(
     X: NDArray[np.float32],
     estimator: Any,
     batch_seq: int,
+    external_ids: Sequence[str] | None = None,
 ) -> Hierarchy:
     """Fit ``estimator`` on ``X`` and apply its delta to the graph as batch ``batch_seq``.
 
@@ -71,11 +73,29 @@ def fit_and_store(
     estimator.fit(X)
     timings["fit_s"] = time.perf_counter() - started
     started = time.perf_counter()
-    graph.apply_delta(collection, estimator.delta_, batch_seq)
+    nodes = _point_nodes(estimator, X.shape[0])
+    by_node = None
+    if external_ids is not None:
+        by_node = dict(zip(nodes.tolist(), map(str, external_ids), strict=True))
+        set_mention_nodes(session, collection_id, {e: n for n, e in by_node.items()})
+    graph.apply_delta(collection, estimator.delta_, batch_seq, external_ids=by_node)
     timings["graph_s"] = time.perf_counter() - started
     batch.status, batch.timings = "done", timings
     logger.info("batch %d of %s: %s", batch_seq, collection, timings)
     return estimator.hierarchy_
+
+
+def _point_nodes(estimator: Any, n: int) -> NDArray[np.int64]:
+    """(n,) the delta's node id of each input point.
+
+    Batch cores number points ``0..n-1``; MBSCC keeps stable ids (``node_ids_``) and
+    GRINCH its own leaf ids (``leaf_ids_``).
+    """
+    for name in ("leaf_ids_", "node_ids_"):
+        ids = getattr(estimator, name, None)
+        if ids is not None:
+            return np.asarray(ids, dtype=np.int64)[:n]
+    return np.arange(n, dtype=np.int64)
 
 
 def _fingerprint(X: NDArray[np.float32], estimator: Any) -> str:

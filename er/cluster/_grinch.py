@@ -55,6 +55,9 @@ class Grinch:
         The current tree, renumbered to the `er cluster` contract (points 0..n-1 in
         arrival order, clusters from n).
     delta_ : ClusteringDelta
+    leaf_ids_ : ndarray of int64, shape (n_points,)
+        The node id the deltas give each point (GRINCH numbers its tree apart from
+        ``hierarchy_``'s export).
         Changes made by the last ``fit``/``partial_fit`` call, in stable node ids.
     n_points_ : int
     stats_ : dict
@@ -128,6 +131,7 @@ class Grinch:
         for i in range(self.n_points_, self._points.shape[0]):
             self._insert(i)
         self.n_points_ = self._points.shape[0]
+        self.leaf_ids_ = np.asarray(self._leaf_of, np.int64)  # delta node id of each point
         heights, scores = self._heights(), self._scores()
         self.delta_ = self._delta_since(before, heights, scores)
         self.hierarchy_ = self._export(heights, scores)

@@ -58,3 +58,19 @@ def test_demo_without_entities_is_refused(tmp_path: Path) -> None:
     done = _er(tmp_path, "demo", "--entities", "0")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].endswith("--entities must be at least 1. Got 0.")
+
+
+def test_query_by_external_id(tmp_path: Path) -> None:
+    import sqlite3
+
+    assert _er(tmp_path, "demo", "--entities", "25").returncode == 0
+    with sqlite3.connect(tmp_path / "er.sqlite3") as db:
+        rows = db.execute("SELECT external_id, node_id FROM mentions").fetchall()
+    assert rows and all(node is not None for _, node in rows)
+    ext, node = rows[5]
+    by_ext = _er(tmp_path, "query", "ancestors", "--collection", "demo", "--mention", ext)
+    by_id = _er(tmp_path, "query", "ancestors", "--collection", "demo", "--id", str(node))
+    assert by_ext.returncode == 0 and json.loads(by_ext.stdout) == json.loads(by_id.stdout)
+    assert json.loads(by_ext.stdout)  # a mention of the demo has ancestors
+    missing = _er(tmp_path, "query", "ancestors", "--collection", "demo", "--mention", "nope")
+    assert missing.returncode == 2 and "has no mention 'nope'" in missing.stderr

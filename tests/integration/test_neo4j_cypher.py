@@ -105,7 +105,7 @@ def _apply_deltas(store: GraphStore) -> None:
         {0: 1, 1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 3, 7: 3, 8: 6},
         edges=[(0, 6), (1, 6), (2, 6), (2, 7), (3, 7), (4, 7), (5, 8), (6, 8), (7, 8)],
     )
-    store.apply_delta("people", first, 1)
+    store.apply_delta("people", first, 1, external_ids={i: f"rec-{i}" for i in range(6)})
     second = _delta(
         {9: 1, 10: 2, 8: 7},
         edges=[(9, 10), (5, 10), (10, 8)],
@@ -123,6 +123,7 @@ RECIPES: dict[str, Callable[[GraphStore], object]] = {
     "apply_delta": _apply_deltas,
     "ancestors": lambda s: s.ancestors("people", 2, as_of=1),
     "members": lambda s: s.members("people", 8),
+    "node_of": lambda s: s.node_of("people", "rec-2"),
     "entity_of": lambda s: (
         s.entity_of("people", 2, score=0.4),
         s.entity_of("people", 2, level=1, as_of=1),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, final
@@ -42,11 +42,14 @@ class Structure:
     edges: NDArray[np.int64]
 
 
-def _node_rows(delta: ClusteringDelta, leaf: bool) -> list[dict[str, Any]]:
-    """Rows of integers and floats only (short keys keep FalkorDB's parameter text small)."""
+def _node_rows(
+    delta: ClusteringDelta, leaf: bool, external_ids: Mapping[int, str] | None = None
+) -> list[dict[str, Any]]:
+    """Rows of integers and floats (short keys keep FalkorDB's parameter text small);
+    mention rows also carry the record's external id (``x``, null when unknown)."""
     keep = np.flatnonzero(delta.is_leaf == leaf)
     score = delta.score[keep]
-    return [
+    rows = [
         {"i": i, "s": s, "c": None if c != c else c, "lo": lo, "hi": hi}  # c != c: NaN
         for i, s, c, lo, hi in zip(
             delta.node_id[keep].tolist(),
@@ -57,6 +60,12 @@ def _node_rows(delta: ClusteringDelta, leaf: bool) -> list[dict[str, Any]]:
             strict=True,
         )
     ]
+    if leaf:
+        ext = external_ids or {}
+        for row in rows:
+            value = ext.get(row["i"])
+            row["x"] = None if value is None else str(value)
+    return rows
 
 
 def _edge_rows(edges: NDArray[np.int64]) -> list[dict[str, int]]:
@@ -124,12 +133,21 @@ class GraphStore(ABC):
             self._run_schema(cy.schema_statements(self.engine))
 
     @final
-    def apply_delta(self, collection: str, delta: ClusteringDelta, batch_seq: int) -> None:
+    def apply_delta(
+        self,
+        collection: str,
+        delta: ClusteringDelta,
+        batch_seq: int,
+        *,
+        external_ids: Mapping[int, str] | None = None,
+    ) -> None:
         """Apply one step's delta in one transaction, stamped with ``batch_seq``.
 
         Edges retire first, then nodes are upserted and retired, then edges are
         added. Applying the same delta with the same ``batch_seq`` again changes
-        nothing.
+        nothing. ``external_ids`` maps mention node ids to the external ids of their
+        records, stored on the mention nodes (``external_id``) so that users and
+        ``er query --mention`` find a record's node by the id they ingested.
 
         Raises
         ------
@@ -149,7 +167,7 @@ class GraphStore(ABC):
                 cy.WritePart(
                     cy.upsert_nodes_cypher("Mention", "mention_rows"),
                     "mention_rows",
-                    _node_rows(delta, leaf=True),
+                    _node_rows(delta, leaf=True, external_ids=external_ids),
                 ),
                 cy.WritePart(
                     cy.upsert_nodes_cypher("Cluster", "cluster_rows"),
@@ -208,6 +226,14 @@ class GraphStore(ABC):
         params = {"collection": collection, "id": int(node_id), "as_of": _check_as_of(as_of)}
         with self._operation("ancestors"):
             return self._read(cy.canned_query("ancestors"), params)
+
+    @final
+    def node_of(self, collection: str, external_id: str) -> int | None:
+        """Node id of the mention ingested under ``external_id``; None if there is none."""
+        params = {"collection": collection, "external_id": str(external_id)}
+        with self._operation("node_of"):
+            rows = self._read(cy.canned_query("mention_by_external_id"), params)
+        return int(rows[0]["id"]) if rows else None
 
     @final
     def members(self, collection: str, cluster_id: int, as_of: int | None = None) -> list[int]:

@@ -79,17 +79,19 @@ def upsert_nodes_cypher(label: str, rows_param: str) -> str:
         f"n.{k} = CASE WHEN {newer} THEN {v} ELSE n.{k} END" for k, v in attrs.items()
     )
     reopen = "n.lives_until[-1] <= $seq"  # retired at or before this batch: back to life
+    # a mention's record id, when the caller knows it; never erased by a later write
+    ext = ", n.external_id = coalesce(r.x, n.external_id)" if label == "Mention" else ""
     # Branch-wise SETs instead of one trailing SET: same effect, and FalkorDB
     # skips a pass over the rows (about a third of the node upsert time).
     return (
         f"UNWIND ${rows_param} AS r "
         f"MERGE (n:Node:{label} {{key: $prefix + toString(r.i)}}) "
         f"ON CREATE SET n.collection = $collection, n.id = r.i, n.leaf = {leaf}, "
-        f"n.lives_since = [$seq], n.lives_until = [$open], n.stamp = $seq, {on_create} "
+        f"n.lives_since = [$seq], n.lives_until = [$open], n.stamp = $seq, {on_create}{ext} "
         f"ON MATCH SET "
         f"n.lives_since = CASE WHEN {reopen} THEN n.lives_since + $seq ELSE n.lives_since END, "
         f"n.lives_until = CASE WHEN {reopen} THEN n.lives_until + $open ELSE n.lives_until END, "
-        f"{on_match}, n.stamp = CASE WHEN {newer} THEN $seq ELSE n.stamp END"
+        f"{on_match}{ext}, n.stamp = CASE WHEN {newer} THEN $seq ELSE n.stamp END"
     )
 
 

@@ -1,6 +1,11 @@
 """Relational store: SQLAlchemy 2 models and data functions (PostgreSQL, SQLite)."""
 
-from er.stores.sql._mentions import count_mentions, get_or_create_collection, upsert_mentions
+from er.stores.sql._mentions import (
+    count_mentions,
+    get_or_create_collection,
+    set_mention_nodes,
+    upsert_mentions,
+)
 from er.stores.sql._migrate import make_engine, upgrade
 from er.stores.sql._models import Base, Batch, Collection, EvalRun, Mention, RejectedRecord
 
@@ -14,6 +19,7 @@ __all__ = [
     "count_mentions",
     "get_or_create_collection",
     "make_engine",
+    "set_mention_nodes",
     "upgrade",
     "upsert_mentions",
 ]

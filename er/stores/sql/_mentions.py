@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
@@ -143,3 +143,17 @@ def count_mentions(session: Session, collection_id: int) -> int:
     """Number of mentions stored for a collection."""
     query = select(func.count()).select_from(Mention).where(Mention.collection_id == collection_id)
     return int(session.scalar(query) or 0)
+
+
+def set_mention_nodes(session: Session, collection_id: int, nodes: Mapping[str, int]) -> None:
+    """Record the graph leaf node of each mention, by external id (caller's transaction)."""
+    if not nodes:
+        return
+    stmt = (
+        update(Mention)
+        .where(Mention.collection_id == collection_id)
+        .where(Mention.external_id == bindparam("ext"))
+        .values(node_id=bindparam("node"))
+    )
+    rows = [{"ext": str(k), "node": int(v)} for k, v in nodes.items()]
+    session.connection().execute(stmt, rows)

@@ -14,6 +14,7 @@ from sqlalchemy import (
     BigInteger,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -62,7 +63,10 @@ class Mention(Base):
     """One accepted input record; ``(collection_id, external_id)`` is unique."""
 
     __tablename__ = "mentions"
-    __table_args__ = (UniqueConstraint("collection_id", "external_id"),)
+    __table_args__ = (
+        UniqueConstraint("collection_id", "external_id"),
+        Index("ix_mentions_collection_id_node_id", "collection_id", "node_id"),
+    )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
@@ -70,6 +74,8 @@ class Mention(Base):
     payload: Mapped[dict[str, Any]] = mapped_column(Json)
     gold_entity: Mapped[str | None] = mapped_column(String(512), default=None)
     batch_seq: Mapped[int] = mapped_column(BigInteger, index=True)
+    # the mention's leaf node in the graph, once a batch has clustered it
+    node_id: Mapped[int | None] = mapped_column(BigInteger, default=None)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
 
 
