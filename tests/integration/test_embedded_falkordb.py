@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -125,3 +127,61 @@ def test_no_orphan_server_after_er_ends(tmp_path: Path, ending: str) -> None:
     proc.wait(timeout=30)
     assert _gone(server_pid), f"redis-server {server_pid} outlived er ({ending})"
     assert _servers_for(tmp_path) == []
+
+
+def test_server_outlives_the_thread_that_started_it(tmp_path: Path) -> None:
+    # PR_SET_PDEATHSIG fires when the forking *thread* ends; before the keeper thread,
+    # a store opened in a worker thread lost its server when that thread finished.
+    holder: dict[str, EmbeddedFalkorDB] = {}
+    thread = threading.Thread(target=lambda: holder.update(s=EmbeddedFalkorDB(tmp_path).start()))
+    thread.start()
+    thread.join()
+    server = holder["s"]
+    try:
+        time.sleep(1.0)
+        assert not _gone(server.pid or 0, timeout=0.1)
+        assert FalkorDB(host="127.0.0.1", port=server.port).connection.ping()
+    finally:
+        server.stop()
+    assert _gone(server.pid or 0) if server.pid else True
+
+
+def test_only_our_own_child_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from er.stores.graph import _embedded
+
+    with EmbeddedFalkorDB(tmp_path / "other") as other:
+        real = _embedded._free_ports
+        taken = iter([(other.port, None)])  # the first port drawn is another server's
+        monkeypatch.setattr(_embedded, "_free_ports", lambda bolt: next(taken, None) or real(bolt))
+        with EmbeddedFalkorDB(tmp_path / "mine") as mine:
+            assert mine.port != other.port
+            info = FalkorDB(host="127.0.0.1", port=mine.port).connection.info("server")
+            assert info["process_id"] == mine.pid
+
+
+def test_a_new_owner_waits_for_the_old_server_to_be_gone(tmp_path: Path) -> None:
+    proc, server_pid, _ = _spawn_owner(tmp_path, "wait")
+    os.kill(server_pid, signal.SIGSTOP)  # the old server cannot finish shutting down yet
+    proc.kill()
+    proc.wait()
+    timer = threading.Timer(1.0, os.kill, (server_pid, signal.SIGCONT))
+    timer.start()
+    started = time.monotonic()
+    with EmbeddedFalkorDB(tmp_path):
+        waited = time.monotonic() - started
+        assert _gone(server_pid, timeout=0.1), "a second server ran beside the old one"
+    timer.join()
+    assert waited >= 0.9
+
+
+def test_a_forked_copy_of_the_owner_does_not_stop_the_server(tmp_path: Path) -> None:
+    with EmbeddedFalkorDB(tmp_path) as server:
+        child = os.fork()
+        if child == 0:  # a prefork worker: inherits the object and its atexit hook
+            server.stop()
+            os._exit(0)
+        os.waitpid(child, 0)
+        assert FalkorDB(host="127.0.0.1", port=server.port).connection.ping()
+        # the lock still names its owner (the copy used to wipe it)
+        owner = json.loads((tmp_path / "falkordb" / "server.lock").read_text())
+        assert owner["port"] == server.port and owner["pid"] == os.getpid()

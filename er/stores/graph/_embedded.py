@@ -5,6 +5,13 @@ owns a data dir's server at a time (an exclusive ``flock`` that the kernel drops
 when the owner dies, however it dies). The child is tied to its parent with
 ``PR_SET_PDEATHSIG`` so that it cannot outlive it, and it keeps its data in an
 append-only file under the data dir, so a restarted er finds its graph again.
+
+``PR_SET_PDEATHSIG`` fires when the *thread* that forked the child ends, not the
+process: servers are therefore forked by one keeper thread that lives as long as
+the process, whichever thread asks for a server. A new owner waits for the previous
+owner's server to be gone before starting its own on the same files, the server
+that answers must be the child we started, and a forked copy of the owner (a
+prefork worker) never stops the server it did not start.
 """
 
 from __future__ import annotations
@@ -16,11 +23,14 @@ import fcntl
 import json
 import logging
 import os
+import queue
 import random
 import signal
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -63,6 +73,64 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+class _Keeper:
+    """One daemon thread, alive as long as the process, that forks every server."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[Callable[[], object], queue.Queue[object]]] = queue.Queue()
+        self._pid = -1
+        self._guard = threading.Lock()
+
+    def run(self, job: Callable[[], object]) -> object:
+        """Run ``job`` on the keeper thread (started on first use, and again after fork)."""
+        with self._guard:
+            if self._pid != os.getpid():  # threads do not survive fork
+                self._pid = os.getpid()
+                self._jobs = queue.Queue()
+                thread = threading.Thread(target=self._loop, name="er-falkordb-keeper", daemon=True)
+                thread.start()
+        reply: queue.Queue[object] = queue.Queue(maxsize=1)
+        self._jobs.put((job, reply))
+        result = reply.get()
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _loop(self) -> None:
+        while True:
+            job, reply = self._jobs.get()
+            try:
+                reply.put(job())
+            except BaseException as exc:  # handed back to the caller
+                reply.put(exc)
+
+
+_KEEPER = _Keeper()
+
+
+def _wait_gone(pid: int | None, data_dir: Path, timeout: float) -> None:
+    """Wait until the server ``pid`` that served ``data_dir`` has exited.
+
+    Its owner died (the lock was free), so PR_SET_PDEATHSIG has sent it SIGTERM and it
+    is writing its append-only file; a second server on the same files must not start
+    before it is gone. A pid that now belongs to another process is not waited for.
+    """
+    if not pid:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.readlink(f"/proc/{pid}/cwd") != str(data_dir):
+                return
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except OSError:
+            return  # gone
+        time.sleep(0.05)
+    raise StoreError(f"the previous FalkorDB server (pid {pid}) on {data_dir} did not stop")
+
+
 class EmbeddedFalkorDB:
     """A FalkorDB server owned by this process, with its data in ``data_dir``.
 
@@ -101,6 +169,7 @@ class EmbeddedFalkorDB:
         self.bolt_port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock: IO[str] | None = None
+        self._owner_pid: int | None = None  # the process that started the server
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> EmbeddedFalkorDB:
@@ -108,17 +177,25 @@ class EmbeddedFalkorDB:
         if self._proc is not None:
             return self
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._take_lock()
+        previous = self._take_lock()
         try:
+            _wait_gone(previous.get("server_pid"), self.dir, self.startup_timeout)
             self._spawn()
         except BaseException:
             self._release_lock()
             raise
+        self._owner_pid = os.getpid()
         atexit.register(self.stop)
         return self
 
     def stop(self) -> None:
-        """Stop the server (it writes its append-only file) and release the lock."""
+        """Stop the server (it writes its append-only file) and release the lock.
+
+        A forked copy of the owner (which inherits this object and its atexit hook)
+        does nothing: the server and the lock belong to the process that started them.
+        """
+        if self._owner_pid is not None and self._owner_pid != os.getpid():
+            return
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)  # redis shuts down cleanly on SIGTERM
@@ -141,7 +218,8 @@ class EmbeddedFalkorDB:
         return self._proc.pid if self._proc is not None else None
 
     # -- helpers --------------------------------------------------------------------
-    def _take_lock(self) -> None:
+    def _take_lock(self) -> dict[str, int]:
+        """Take the data dir's lock; return what the previous owner recorded in it."""
         lock = (self.dir / "server.lock").open("a+")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -155,6 +233,12 @@ class EmbeddedFalkorDB:
                 "ER_GRAPH_URL=falkordb://127.0.0.1:<port>."
             ) from None
         self._lock = lock
+        lock.seek(0)
+        try:
+            previous = json.loads(lock.read() or "{}")
+        except json.JSONDecodeError:
+            previous = {}
+        return previous if isinstance(previous, dict) else {}
 
     def _write_owner(self) -> None:
         if self._lock is None:
@@ -204,12 +288,15 @@ class EmbeddedFalkorDB:
     def _spawn(self) -> None:
         for _attempt in range(3):  # another process may grab a port we picked
             self.port, self.bolt_port = _free_ports(self.bolt)
-            self._proc = subprocess.Popen(
-                self._command(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
+            command = self._command()
+            self._proc = _KEEPER.run(  # type: ignore[assignment]
+                lambda command=command: subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    preexec_fn=_die_with_parent,
+                )
             )
             if self._wait_ready(self._proc):
                 self._write_owner()
@@ -226,8 +313,10 @@ class EmbeddedFalkorDB:
                     self._proc = None
                     return False
                 with contextlib.suppress(redis.exceptions.RedisError):
-                    # LOADING while the append-only file replays; wait it out.
-                    if client.ping() and self._bolt_ready():
+                    # LOADING while the append-only file replays; wait it out. The
+                    # server answering must be our child, not one that had the port.
+                    ours = client.info("server").get("process_id") == proc.pid
+                    if ours and self._bolt_ready():
                         return True
                 time.sleep(0.05)
         finally:
