@@ -125,3 +125,39 @@ def test_dp_is_one_iff_tree_contains_the_gold_partition() -> None:
 def test_dp_means_cost_by_hand() -> None:
     X = np.array([[0.0], [2.0], [10.0]])
     assert dp_means_cost(X, [0, 0, 1], lam=5.0) == pytest.approx(1 + 1 + 0 + 2 * 5.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(2, 60),
+    seed=st.integers(0, 10_000),
+    algo=st.sampled_from(["scc", "grinch", "hac"]),
+)
+def test_best_level_f1_one_pass_equals_cutting_every_level(n: int, seed: int, algo: str) -> None:
+    """The union-find pass against the definition: cut every level, score each cut."""
+    from er.cluster import SCC, Grinch, Hierarchy
+    from er.evaluation import best_level_f1
+    from er.evaluation._structure import _best_level_f1_by_cuts
+
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, max(n // 4, 1), n)
+    X = (rng.normal(size=(max(n // 4, 1), 5))[y] + rng.normal(size=(n, 5))).astype(np.float32)
+    if algo == "scc":
+        h = SCC(k=4, n_levels=12).fit(X).hierarchy_
+    elif algo == "grinch":
+        h = Grinch().fit(X).hierarchy_
+    else:  # scipy's average linkage, levels = merge rank
+        from scipy.cluster.hierarchy import linkage
+
+        Z = linkage(X, method="average", metric="cosine")
+        edges = np.empty((2 * (n - 1), 2), np.int64)
+        edges[0::2, 0], edges[1::2, 0] = Z[:, 0], Z[:, 1]
+        edges[:, 1] = np.repeat(np.arange(n, 2 * n - 1), 2)
+        lo = np.r_[np.zeros(n, np.int32), np.arange(1, n, dtype=np.int32)]
+        parent = np.full(2 * n - 1, -1)
+        parent[edges[:, 0]] = edges[:, 1]
+        hi = np.where(parent >= 0, lo[np.maximum(parent, 0)] - 1, n - 1).astype(np.int32)
+        h = Hierarchy(n, edges, np.r_[np.full(n, np.nan), 1 - Z[:, 2]], lo, hi)
+    fast = best_level_f1(h, y)
+    slow = _best_level_f1_by_cuts(h, y)
+    assert fast[0] == pytest.approx(slow[0], abs=1e-12) and fast[1] == slow[1]
