@@ -286,6 +286,110 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- er eval / er report / er worker / er beat ------------------------------------------------
+HEADLINE_KEYS = ("pairwise_prf_at_cut", "bcubed_at_cut", "muc_at_cut", "ceaf_e_at_cut")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from er.pipeline import run_evaluation
+
+    settings = _settings()
+    _database(settings).dispose()
+    with _progress(f"evaluating {args.collection}"):
+        out = run_evaluation(settings, args.collection, as_of=args.as_of)
+    metrics = out["metrics"]
+    if args.json:
+        flat = {k: v for k, v in metrics.items() if k not in ("sweep", "false_merges", "splits")}
+        doc = {"run_id": out["run_id"], "as_of_seq": out["as_of_seq"], **flat}
+        sys.stdout.write(json.dumps({**doc, "report_path": out["report_path"]}) + "\n")
+    else:
+        _print_run(out["run_id"], out["as_of_seq"], out["report_path"], metrics)
+    return 0
+
+
+def _print_run(run_id: int, as_of: int | None, path: str | None, metrics: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"evaluation run {run_id}, as of batch {as_of}")
+    table.add_column("metric")
+    table.add_column("P", justify="right")
+    table.add_column("R", justify="right")
+    table.add_column("F1", justify="right")
+    for key in HEADLINE_KEYS:
+        table.add_row(key.removesuffix("_at_cut"), *(f"{v:.4f}" for v in metrics[key]))
+    table.add_row("CoNLL", "", "", f"{metrics['conll_f1_at_cut']:.4f}")
+    console = Console()
+    console.print(table)
+    console.print(
+        f"{metrics['n_entities']} entities ({metrics['n_gold_entities']} in gold) at score "
+        f"{metrics['threshold']:.4f}; report: {path}"
+    )
+
+
+def _runs(settings: Any, collection: str | None) -> list[Any]:
+    from sqlalchemy.orm import Session
+
+    from er.stores.sql import eval_runs, find_collection
+
+    engine = _database(settings)
+    with Session(engine) as session:
+        coll_id = None
+        if collection is not None:
+            coll = find_collection(session, collection)
+            if coll is None:
+                raise ERError(f"no collection {collection!r}.")
+            coll_id = coll.id
+        runs = eval_runs(session, coll_id)
+        session.expunge_all()
+    engine.dispose()
+    return runs
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    settings = _settings()
+    runs = _runs(settings, getattr(args, "collection", None))
+    if args.what == "list":
+        for r in runs:
+            f1 = r.metrics.get("pairwise_prf_at_cut", [0, 0, 0])[2]
+            sys.stdout.write(
+                f"{r.id}\t{r.created_at:%Y-%m-%d %H:%M}\tas of {r.as_of_seq}\t"
+                f"pairwise F1 {f1:.4f}\t{r.report_path}\n"
+            )
+        return 0
+    found = [r for r in runs if r.id == args.run]
+    if not found:
+        raise ERError(f"no evaluation run {args.run}.")
+    run = found[0]
+    if args.what == "show":
+        _print_run(run.id, run.as_of_seq, run.report_path, run.metrics)
+        return 0
+    import webbrowser
+
+    uri = Path(run.report_path).resolve().as_uri()
+    if not webbrowser.open(uri):
+        sys.stdout.write(uri + "\n")  # no browser here: the address to open
+    return 0
+
+
+def _celery(*argv: str) -> int:
+    """Run Celery on er's app in this process (``er worker``, ``er beat``)."""
+    from workers.app import app
+
+    app.start(list(argv))
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    queues = ["celery", *(f"er.{c}" for c in args.collection or [])]
+    return _celery("worker", "--loglevel", "INFO", "--pool", "solo", "-Q", ",".join(queues))
+
+
+def cmd_beat(args: argparse.Namespace) -> int:
+    schedule = str(_settings().data_dir / "celerybeat-schedule")
+    return _celery("beat", "--loglevel", "INFO", "--schedule", schedule)
+
+
 # -- plumbing -------------------------------------------------------------------------------
 class _progress:
     """A rich spinner for work without steps (a single fit)."""
@@ -351,6 +455,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--score", type=float, default=None)
     p.add_argument("--level", type=int, default=None)
     p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("eval", help="evaluate a collection against its gold labels")
+    p.add_argument("--collection", required=True)
+    p.add_argument("--as-of", type=int, default=None, help="batch seq (default: newest done)")
+    p.add_argument("--json", action="store_true", help="one JSON object as the last line")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("report", help="evaluation reports: list, show, open")
+    rsub = p.add_subparsers(dest="what", required=True)
+    r = rsub.add_parser("list")
+    r.add_argument("--collection", default=None)
+    for name in ("show", "open"):
+        r = rsub.add_parser(name)
+        r.add_argument("run", type=int)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("worker", help="a Celery worker for er's tasks")
+    p.add_argument("--collection", action="append", default=[])
+    p.set_defaults(func=cmd_worker)
+    p = sub.add_parser("beat", help="Celery beat: scheduled evaluations (ER_EVAL_SCHEDULE)")
+    p.set_defaults(func=cmd_beat)
     return parser
 
 

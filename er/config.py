@@ -34,6 +34,10 @@ class Settings(BaseSettings):
         Graph (FalkorDB) or database (Neo4j) holding all collections (``ER_GRAPH_NAME``).
     broker_url : str
         Celery broker (``ER_BROKER_URL``).
+    eval_schedule : str
+        Scheduled evaluations (``ER_EVAL_SCHEDULE``): a JSON object from collection name
+        to seconds between runs or a crontab line, e.g.
+        ``{"people": 3600, "products": "0 3 * * *"}``. Empty: none.
     """
 
     model_config = SettingsConfigDict(env_prefix="ER_", extra="ignore")
@@ -45,6 +49,12 @@ class Settings(BaseSettings):
     graph_password: str | None = None
     graph_name: str = "er"
     broker_url: str = "redis://127.0.0.1:6379/0"
+    eval_schedule: str = ""
+
+    @property
+    def reports_dir(self) -> Path:
+        """Where evaluation reports are written (``<data_dir>/reports``)."""
+        return self.data_dir / "reports"
 
     @property
     def sqlalchemy_url(self) -> str:

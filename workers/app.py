@@ -5,9 +5,10 @@ from __future__ import annotations
 from celery import Celery
 
 from er.config import get_settings
-from workers.schedule import BEAT_SCHEDULE
+from workers.schedule import beat_schedule
 
-app = Celery("er", broker=get_settings().broker_url, include=["workers.tasks"])
+settings = get_settings()
+app = Celery("er", broker=settings.broker_url, include=["workers.tasks"])
 app.conf.update(
     # https://docs.celeryq.dev/en/stable/userguide/security.html#serializers - JSON only
     task_serializer="json",
@@ -21,5 +22,5 @@ app.conf.update(
     task_soft_time_limit=3300,
     # keep the application's logging configuration
     worker_hijack_root_logger=False,
-    beat_schedule=BEAT_SCHEDULE,
+    beat_schedule=beat_schedule(settings.eval_schedule),
 )

@@ -1,5 +1,6 @@
 """Relational store: SQLAlchemy 2 models and data functions (PostgreSQL, SQLite)."""
 
+from er.stores.sql._evals import eval_runs, find_collection, last_done_seq, mentions_by_node
 from er.stores.sql._mentions import (
     count_mentions,
     get_or_create_collection,
@@ -17,8 +18,12 @@ __all__ = [
     "Mention",
     "RejectedRecord",
     "count_mentions",
+    "eval_runs",
+    "find_collection",
     "get_or_create_collection",
+    "last_done_seq",
     "make_engine",
+    "mentions_by_node",
     "set_mention_nodes",
     "upgrade",
     "upsert_mentions",
