@@ -79,17 +79,7 @@ def run_hac(X: Any) -> Any:
     from er.cluster import Hierarchy
 
     Xd = X.toarray() if hasattr(X, "toarray") else X
-    Z = fastcluster.linkage(Xd, method="average", metric="cosine")
-    n = Xd.shape[0]
-    edges = np.empty((2 * (n - 1), 2), np.int64)
-    edges[0::2, 0], edges[1::2, 0] = Z[:, 0], Z[:, 1]
-    edges[:, 1] = np.repeat(np.arange(n, 2 * n - 1), 2)
-    # level = merge rank, so that cutting level L leaves n - L clusters
-    lo = np.r_[np.zeros(n, np.int32), np.arange(1, n, dtype=np.int32)]
-    parent = np.full(2 * n - 1, -1)
-    parent[edges[:, 0]] = edges[:, 1]
-    hi = np.where(parent >= 0, lo[np.maximum(parent, 0)] - 1, n - 1).astype(np.int32)
-    return Hierarchy(n, edges, np.r_[np.full(n, np.nan), 1 - Z[:, 2]], lo, hi, "hac")
+    return Hierarchy.from_linkage(fastcluster.linkage(Xd, method="average", metric="cosine"))
 
 
 def run_algo(algo: str, X: Any, batch: int) -> Any:

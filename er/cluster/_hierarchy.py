@@ -219,6 +219,32 @@ class Hierarchy:
         }
 
     @classmethod
+    def from_linkage(cls, Z: Any, algorithm: str = "hac") -> Hierarchy:
+        """A binary tree from a scipy/fastcluster linkage matrix.
+
+        Parameters
+        ----------
+        Z : ndarray of float, shape (n - 1, 4)
+            Rows ``(a, b, distance, size)`` in merge order; cluster ``n + i`` is row i.
+
+        Returns
+        -------
+        Hierarchy
+            Score ``1 - distance`` (cosine distances give cosine similarities); levels
+            are merge ranks, so cutting level L leaves n - L clusters.
+        """
+        Z = np.asarray(Z, dtype=np.float64)
+        n = Z.shape[0] + 1
+        edges = np.empty((2 * (n - 1), 2), np.int64)
+        edges[0::2, 0], edges[1::2, 0] = Z[:, 0], Z[:, 1]
+        edges[:, 1] = np.repeat(np.arange(n, 2 * n - 1), 2)
+        lo = np.r_[np.zeros(n, np.int32), np.arange(1, n, dtype=np.int32)]
+        parent = np.full(2 * n - 1, -1)
+        parent[edges[:, 0]] = edges[:, 1]
+        hi = np.where(parent >= 0, lo[np.maximum(parent, 0)] - 1, n - 1).astype(np.int32)
+        return cls(n, edges, np.r_[np.full(n, np.nan), 1 - Z[:, 2]], lo, hi, algorithm)
+
+    @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Hierarchy:
         """Inverse of :meth:`to_json`."""
         n = int(doc["n_points"])

@@ -149,15 +149,7 @@ def test_best_level_f1_one_pass_equals_cutting_every_level(n: int, seed: int, al
     else:  # scipy's average linkage, levels = merge rank
         from scipy.cluster.hierarchy import linkage
 
-        Z = linkage(X, method="average", metric="cosine")
-        edges = np.empty((2 * (n - 1), 2), np.int64)
-        edges[0::2, 0], edges[1::2, 0] = Z[:, 0], Z[:, 1]
-        edges[:, 1] = np.repeat(np.arange(n, 2 * n - 1), 2)
-        lo = np.r_[np.zeros(n, np.int32), np.arange(1, n, dtype=np.int32)]
-        parent = np.full(2 * n - 1, -1)
-        parent[edges[:, 0]] = edges[:, 1]
-        hi = np.where(parent >= 0, lo[np.maximum(parent, 0)] - 1, n - 1).astype(np.int32)
-        h = Hierarchy(n, edges, np.r_[np.full(n, np.nan), 1 - Z[:, 2]], lo, hi)
+        h = Hierarchy.from_linkage(linkage(X, method="average", metric="cosine"))
     fast = best_level_f1(h, y)
     slow = _best_level_f1_by_cuts(h, y)
     assert fast[0] == pytest.approx(slow[0], abs=1e-12) and fast[1] == slow[1]
