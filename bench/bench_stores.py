@@ -20,7 +20,6 @@ import uuid
 
 import numpy as np
 import psycopg
-from falkordb import FalkorDB
 from sqlalchemy.orm import Session
 
 from er.delta import ClusteringDelta
@@ -56,7 +55,7 @@ def tree_delta(n_nodes: int, seed: int = 0) -> ClusteringDelta:
 def bench_graph(n_nodes: int) -> dict[str, float]:
     delta = tree_delta(n_nodes)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedFalkorDB(tmp) as server:
-        db = FalkorDB(host="127.0.0.1", port=server.port)
+        db = server.client()
         store = FalkorDBStore(db.select_graph("bench"))
         store.init_schema()
         t = time.perf_counter()

@@ -34,9 +34,8 @@ ESTIMATORS = {
 
 @pytest.fixture(scope="module")
 def graph_store(falkordb_server: Any) -> Any:
-    from falkordb import FalkorDB
 
-    graph = FalkorDB(host="127.0.0.1", port=falkordb_server.port).select_graph("cores_to_graph")
+    graph = falkordb_server.client().select_graph("cores_to_graph")
     store = FalkorDBStore(graph)
     store.init_schema()
     yield store

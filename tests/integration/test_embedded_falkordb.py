@@ -43,6 +43,12 @@ def _spawn_owner(data_dir: Path, mode: str) -> tuple[subprocess.Popen[str], int,
     return proc, server_pid, port
 
 
+def _owner_client(data_dir: Path, port: int) -> FalkorDB:
+    """A client on another process's embedded server: its password is in the data dir."""
+    password = (data_dir / "falkordb" / "password").read_text().strip()
+    return FalkorDB(host="127.0.0.1", port=port, password=password)
+
+
 def _gone(pid: int, timeout: float = 15.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -75,7 +81,7 @@ def _servers_for(data_dir: Path) -> list[psutil.Process]:
 def test_starts_on_a_free_loopback_port(tmp_path: Path) -> None:
     with EmbeddedFalkorDB(tmp_path) as a, EmbeddedFalkorDB(tmp_path / "other") as b:
         assert a.port != b.port and 6379 not in (a.port, b.port)
-        assert FalkorDB(host="127.0.0.1", port=a.port).connection.ping()
+        assert a.client().connection.ping()
         conns = psutil.Process(a.pid).net_connections(kind="inet")
         listening = {c.laddr for c in conns if c.status == psutil.CONN_LISTEN}
         assert {addr.ip for addr in listening} == {"127.0.0.1"}
@@ -83,22 +89,22 @@ def test_starts_on_a_free_loopback_port(tmp_path: Path) -> None:
 
 def test_data_survives_a_restart(tmp_path: Path) -> None:
     with EmbeddedFalkorDB(tmp_path) as server:
-        g = FalkorDB(host="127.0.0.1", port=server.port).select_graph("g")
+        g = server.client().select_graph("g")
         g.query("UNWIND range(1, 100) AS i CREATE (:Node {id: i})")
     with EmbeddedFalkorDB(tmp_path) as server:
-        g = FalkorDB(host="127.0.0.1", port=server.port).select_graph("g")
+        g = server.client().select_graph("g")
         assert g.query("MATCH (n:Node) RETURN count(n)").result_set == [[100]]
 
 
 def test_data_survives_an_unclean_end_of_er(tmp_path: Path) -> None:
     proc, server_pid, port = _spawn_owner(tmp_path, "wait")
-    g = FalkorDB(host="127.0.0.1", port=port).select_graph("g")
+    g = _owner_client(tmp_path, port).select_graph("g")
     g.query("CREATE (:Node {id: 7})")
     time.sleep(1.5)  # appendfsync everysec
     proc.kill()  # SIGKILL: no atexit, no handler
     assert _gone(server_pid)
     with EmbeddedFalkorDB(tmp_path) as server:
-        g = FalkorDB(host="127.0.0.1", port=server.port).select_graph("g")
+        g = server.client().select_graph("g")
         assert g.query("MATCH (n:Node) RETURN n.id").result_set == [[7]]
 
 
@@ -140,7 +146,7 @@ def test_server_outlives_the_thread_that_started_it(tmp_path: Path) -> None:
     try:
         time.sleep(1.0)
         assert not _gone(server.pid or 0, timeout=0.1)
-        assert FalkorDB(host="127.0.0.1", port=server.port).connection.ping()
+        assert server.client().connection.ping()
     finally:
         server.stop()
     assert _gone(server.pid or 0) if server.pid else True
@@ -155,7 +161,7 @@ def test_only_our_own_child_is_accepted(tmp_path: Path, monkeypatch: pytest.Monk
         monkeypatch.setattr(_embedded, "_free_ports", lambda bolt: next(taken, None) or real(bolt))
         with EmbeddedFalkorDB(tmp_path / "mine") as mine:
             assert mine.port != other.port
-            info = FalkorDB(host="127.0.0.1", port=mine.port).connection.info("server")
+            info = mine.client().connection.info("server")
             assert info["process_id"] == mine.pid
 
 
@@ -181,7 +187,26 @@ def test_a_forked_copy_of_the_owner_does_not_stop_the_server(tmp_path: Path) -> 
             server.stop()
             os._exit(0)
         os.waitpid(child, 0)
-        assert FalkorDB(host="127.0.0.1", port=server.port).connection.ping()
+        assert server.client().connection.ping()
         # the lock still names its owner (the copy used to wipe it)
         owner = json.loads((tmp_path / "falkordb" / "server.lock").read_text())
         assert owner["port"] == server.port and owner["pid"] == os.getpid()
+
+
+def test_the_server_requires_its_password(tmp_path: Path) -> None:
+    import redis
+
+    with EmbeddedFalkorDB(tmp_path) as server:
+        secret = tmp_path / "falkordb" / "password"
+        assert secret.stat().st_mode & 0o777 == 0o600
+        assert (tmp_path / "falkordb" / "server.conf").stat().st_mode & 0o777 == 0o600
+        assert server.password and server.password == secret.read_text().strip()
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            redis.Redis(host="127.0.0.1", port=server.port).ping()
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            redis.Redis(host="127.0.0.1", port=server.port, password="guess").ping()
+        assert server.client().connection.ping()
+        assert server.password not in " ".join(psutil.Process(server.pid).cmdline())
+        first = server.password
+    with EmbeddedFalkorDB(tmp_path) as again:  # the same password after a restart
+        assert again.password == first and again.client().connection.ping()

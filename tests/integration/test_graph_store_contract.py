@@ -41,14 +41,11 @@ ADAPTERS = [
 def _make_store(kind: str, servers: Any, poison: bool = False) -> tuple[GraphStore, Any]:
     """Build a store of ``kind``; ``poison`` appends a failing statement to every write."""
     import neo4j
-    from falkordb import FalkorDB
 
     from er.stores.graph import FalkorDBStore, Neo4jStore
 
     if kind == "falkordb":
-        graph = FalkorDB(host="127.0.0.1", port=servers[0].port).select_graph(
-            f"t{uuid.uuid4().hex}"
-        )
+        graph = servers[0].client().select_graph(f"t{uuid.uuid4().hex}")
         cls: type = _poisoned(FalkorDBStore) if poison else FalkorDBStore
         store = cls(graph)
         store.init_schema()
@@ -56,9 +53,7 @@ def _make_store(kind: str, servers: Any, poison: bool = False) -> tuple[GraphSto
     if kind == "neo4j-over-falkordb-bolt":
         # FalkorDB's Bolt layer always serves the graph named "falkordb".
         server = servers[1]
-        FalkorDBStore(
-            FalkorDB(host="127.0.0.1", port=server.port).select_graph("falkordb")
-        ).init_schema()
+        FalkorDBStore(server.client().select_graph("falkordb")).init_schema()
         driver = neo4j.GraphDatabase.driver(
             f"bolt://127.0.0.1:{server.bolt_port}",
             auth=("falkordb", ""),

@@ -295,9 +295,8 @@ def test_statement_falkordb_runs_but_neo4j_rejects() -> None:
 
 @pytest.mark.graph
 def test_falkordb_does_run_that_statement(falkordb_server: Any) -> None:
-    from falkordb import FalkorDB
 
-    graph = FalkorDB(host="127.0.0.1", port=falkordb_server.port).select_graph("cypher_lint")
+    graph = falkordb_server.client().select_graph("cypher_lint")
     graph.query("CREATE (:Node {x: 1}), (:Node {x: 1}), (:Node {x: 2})")
     rows = sorted(graph.query(FALKORDB_ONLY).result_set)
     graph.delete()

@@ -54,12 +54,12 @@ def _falkordb(
 
     if scheme == "falkordb+embedded":
         server = stack.enter_context(EmbeddedFalkorDB(data_dir))
-        host, port = "127.0.0.1", server.port
-    else:
+        host, port, password = "127.0.0.1", server.port, server.password
+    else:  # falkordb://[:password@]host:port
         parts = urlsplit(url)
-        host, port = parts.hostname or "127.0.0.1", parts.port or 6379
+        host, port, password = parts.hostname or "127.0.0.1", parts.port or 6379, parts.password
     try:
-        db = FalkorDB(host=host, port=port)  # connects and checks the server
+        db = FalkorDB(host=host, port=port, password=password)  # connects and checks
         stack.callback(db.connection.close)
         db.connection.ping()
     except Exception as exc:  # redis-py raises several connection error types

