@@ -2,6 +2,8 @@
 
 er init                          create or upgrade the relational and graph stores
 er demo                          the main job on embedded defaults (no services)
+er ingest FILE --collection C    records in (JSONL or CSV), entities out
+er status / er export entities   batches and lag; entity of every mention (CSV)
 er cluster ...                   run a clustering core on X.npy, write S.json
 er score ...                     metrics of S.json against gold labels (JSON)
 er query ...                     canned lineage queries against the graph store
@@ -10,8 +12,10 @@ er query ...                     canned lineage queries against the graph store
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -275,14 +279,196 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from er.demo import run_demo
-
-    if args.entities < 1:
-        raise ERError(f"--entities must be at least 1. Got {args.entities}.")
     settings = _settings()
     _database(settings).dispose()
-    with _graph(settings) as graph:
-        run_demo(settings, graph, n_entities=args.entities, seed=args.seed)
+    if args.synthetic:
+        from er.demo import run_demo
+
+        if args.entities < 1:
+            raise ERError(f"--entities must be at least 1. Got {args.entities}.")
+        with _graph(settings) as graph:
+            run_demo(settings, graph, n_entities=args.entities, seed=args.seed)
+        return 0
+    from er.demo import run_febrl_demo
+
+    figures = run_febrl_demo(settings, batch_size=args.batch_size)
+    if args.json:
+        sys.stdout.write(json.dumps(figures) + "\n")
+    return 0
+
+
+# -- er ingest / er status / er export ------------------------------------------------------
+def _json_arg(text: str | None, what: str) -> Any:
+    """JSON given inline or as @path; one clear line when it is not JSON."""
+    if text is None:
+        return None
+    source = text
+    if text.startswith("@"):
+        path = Path(text[1:])
+        if not path.is_file():
+            raise ERError(f"{what}: no such file {path}.")
+        source = path.read_text(encoding="utf-8")
+    try:
+        return json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise ERError(f"{what} is not JSON: {exc}") from None
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from er.records import read_chunks
+
+    settings = _settings()
+    common = {
+        "collection": args.collection,
+        "id_field": args.id_field,
+        "gold_field": args.gold_field,
+        "config": _json_arg(args.config, "--config"),
+    }
+    chunks = read_chunks(args.file, args.batch_size, args.format)
+    if settings.broker_url:
+        summary = _ingest_queued(settings, args, common, chunks)
+    else:
+        summary = _ingest_in_process(settings, args, common, chunks)
+    if args.json:
+        sys.stdout.write(json.dumps(summary) + "\n")
+    return 0
+
+
+def _line_count(path: Path) -> int:
+    with path.open("rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def _ingest_in_process(
+    settings: Any, args: argparse.Namespace, common: dict[str, Any], chunks: Any
+) -> dict[str, Any]:
+    """ER_BROKER_URL unset: run the ingest and cluster steps here, batch by batch."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from er.pipeline import run_cluster, run_ingest
+    from er.stores.sql import upgrade
+
+    engine = _database(settings)
+    upgrade(engine)
+    engine.dispose()
+    totals = {"batches": 0, "accepted": 0, "duplicates": 0, "rejected": 0, "failed": 0}
+    reasons: list[str] = []
+    columns = (BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*Progress.get_default_columns()[:1], *columns, transient=True) as progress:
+        task = progress.add_task(f"{args.collection}: records", total=_line_count(args.file))
+        for chunk in chunks:
+            out = run_ingest(settings, records=chunk.records, rejects=chunk.rejects, **common)
+            reports = run_cluster(settings, args.collection)
+            totals["batches"] += 1
+            totals["failed"] += sum(1 for r in reports if "error" in r)
+            for key in ("accepted", "duplicates", "rejected"):
+                totals[key] += out[key]
+            reasons += out["reasons"]
+            progress.update(task, advance=len(chunk))
+    _print_ingest(args.collection, totals, reasons)
+    return {"collection": args.collection, **totals}
+
+
+def _ingest_queued(
+    settings: Any, args: argparse.Namespace, common: dict[str, Any], chunks: Any
+) -> dict[str, Any]:
+    """ER_BROKER_URL set: queue one er.ingest task per batch; --wait for them to resolve."""
+    from workers.tasks import ingest
+
+    results = [
+        ingest.apply_async(kwargs={**common, "records": c.records, "rejects": c.rejects})
+        for c in chunks
+    ]
+    sys.stderr.write(f"queued {len(results)} batch(es) of {args.collection}\n")
+    for r in results:
+        sys.stdout.write(f"{r.id}\n")
+    if not args.wait:
+        return {"collection": args.collection, "queued": [r.id for r in results]}
+    outs = [r.get(timeout=args.timeout, propagate=True) for r in results]
+    seqs = {o["batch_seq"] for o in outs}
+    _wait_resolved(settings, args.collection, seqs, args.timeout)
+    totals = {k: sum(o[k] for o in outs) for k in ("accepted", "duplicates", "rejected")}
+    reasons = [x for o in outs for x in o["reasons"]]
+    _print_ingest(args.collection, {"batches": len(outs), **totals}, reasons)
+    return {"collection": args.collection, "batch_seqs": sorted(seqs), **totals}
+
+
+def _wait_resolved(settings: Any, collection: str, seqs: set[int], timeout: float) -> None:
+    from sqlalchemy.orm import Session
+
+    from er.stores.sql import Batch, find_collection
+
+    engine = _database(settings)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            with Session(engine) as session:
+                coll = find_collection(session, collection)
+                statuses = [
+                    b.status
+                    for b in session.query(Batch).filter(
+                        Batch.collection_id == coll.id, Batch.seq.in_(seqs)
+                    )
+                ]
+            if all(s in ("done", "failed") for s in statuses):
+                return
+            if time.monotonic() > deadline:
+                raise ERError(f"{collection}: batches not resolved after {timeout:.0f} s.")
+            time.sleep(0.2)
+    finally:
+        engine.dispose()
+
+
+def _print_ingest(collection: str, totals: dict[str, int], reasons: list[str]) -> None:
+    for reason in reasons[:10]:
+        sys.stderr.write(f"rejected: {reason}\n")
+    if len(reasons) > 10:
+        sys.stderr.write("... and more; see the rejected_records table\n")
+    parts = ", ".join(f"{v} {k}" for k, v in totals.items())
+    sys.stderr.write(f"{collection}: {parts}\n")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from er.pipeline import run_status
+
+    settings = _settings()
+    _database(settings).dispose()
+    rows = run_status(settings, args.collection)
+    if args.json:
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="er status")
+    for name in ("collection", "done", "pending", "running", "failed", "mentions", "rejected"):
+        table.add_column(name, justify="left" if name == "collection" else "right")
+    table.add_column("lag", justify="right")
+    for r in rows:
+        b = r["batches"]
+        counts = [str(b.get(k, 0)) for k in ("done", "pending", "running", "failed")]
+        extra = [str(r["mentions"]), str(r["rejected"]), f"{r['lag_s']:.1f} s"]
+        table.add_row(r["collection"], *counts, *extra)
+    Console().print(table)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import csv
+
+    from er.pipeline import run_entities
+
+    settings = _settings()
+    _database(settings).dispose()
+    rows = run_entities(settings, args.collection, as_of=args.as_of)
+    out = args.output.open("w", newline="", encoding="utf-8") if args.output else sys.stdout
+    try:
+        writer = csv.writer(out)
+        writer.writerow(("external_id", "entity_id"))
+        writer.writerows((ext, "" if ent is None else ent) for ext, ent in rows)
+    finally:
+        if args.output:
+            out.close()
     return 0
 
 
@@ -381,12 +567,26 @@ def _celery(*argv: str) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    queues = ["celery", *(f"er.{c}" for c in args.collection or [])]
+    from workers.app import CLUSTER_QUEUE
+
+    _broker(_settings())
+    queues = ["celery", CLUSTER_QUEUE, *(f"er.{c}" for c in args.collection or [])]
     return _celery("worker", "--loglevel", "INFO", "--pool", "solo", "-Q", ",".join(queues))
 
 
+def _broker(settings: Any) -> str:
+    if not settings.broker_url:
+        raise ERError(
+            "ER_BROKER_URL is not set: a worker needs a broker, e.g. "
+            "ER_BROKER_URL=redis://127.0.0.1:6379/0 (er ingest without one runs in process)."
+        )
+    return str(settings.broker_url)
+
+
 def cmd_beat(args: argparse.Namespace) -> int:
-    schedule = str(_settings().data_dir / "celerybeat-schedule")
+    settings = _settings()
+    _broker(settings)
+    schedule = str(settings.data_dir / "celerybeat-schedule")
     return _celery("beat", "--loglevel", "INFO", "--schedule", schedule)
 
 
@@ -440,10 +640,42 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("init", help="create or upgrade both stores")
     p.set_defaults(func=cmd_init)
 
-    p = sub.add_parser("demo", help="cluster a seeded sample end to end on the stores")
-    p.add_argument("--entities", type=int, default=200)
-    p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("demo", help="FEBRL3 through ingest and MBSCC on the stores")
+    p.add_argument("--json", action="store_true", help="one JSON object as the last line")
+    p.add_argument("--batch-size", type=int, default=500)
+    p.add_argument(
+        "--synthetic", action="store_true", help="seeded vectors clustered at once with SCC"
+    )
+    p.add_argument("--entities", type=int, default=200, help="with --synthetic")
+    p.add_argument("--seed", type=int, default=0, help="with --synthetic")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("ingest", help="records in (JSONL or CSV): validate, store, cluster")
+    p.add_argument("file", type=Path)
+    p.add_argument("--collection", required=True)
+    p.add_argument("--id-field", default="id")
+    p.add_argument("--gold-field", default=None)
+    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--format", choices=("jsonl", "csv"), default=None)
+    p.add_argument(
+        "--config", default=None, help="collection config as JSON or @file (first ingest only)"
+    )
+    p.add_argument("--wait", action="store_true", help="with a broker: wait until resolved")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait waits")
+    p.add_argument("--json", action="store_true", help="one JSON summary as the last line")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("status", help="batches done/pending/failed, lag, counts, rejects")
+    p.add_argument("--collection", default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("export", help="entities of a collection as CSV")
+    p.add_argument("what", choices=("entities",))
+    p.add_argument("--collection", required=True)
+    p.add_argument("--as-of", type=int, default=None)
+    p.add_argument("--output", type=Path, default=None)
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("query", help="lineage queries (schema/queries/*.cypher)")
     p.add_argument("what", choices=("ancestors", "members", "entity", "stats"))
@@ -491,6 +723,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    if not args.verbose:  # per-batch lines would bury the tables and progress bars
+        for name in ("er.pipeline", "er.stores"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     signal.signal(signal.SIGTERM, _on_sigterm)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
@@ -498,6 +733,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ERError as exc:
         logger.error("%s", exc)
         return 2
+    except BrokenPipeError:  # `er export ... | head`: the reader has what it wanted
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - interpreter exit closes it
+        return 0
 
 
 if __name__ == "__main__":

@@ -32,8 +32,9 @@ class Settings(BaseSettings):
         Credentials for Neo4j (``ER_GRAPH_USER``, ``ER_GRAPH_PASSWORD``).
     graph_name : str
         Graph (FalkorDB) or database (Neo4j) holding all collections (``ER_GRAPH_NAME``).
-    broker_url : str
-        Celery broker (``ER_BROKER_URL``).
+    broker_url : str or None
+        Celery broker (``ER_BROKER_URL``), e.g. ``redis://127.0.0.1:6379/0`` or
+        ``amqp://guest@127.0.0.1//``. Unset: ``er ingest`` runs the tasks in process.
     eval_schedule : str
         Scheduled evaluations (``ER_EVAL_SCHEDULE``): a JSON object from collection name
         to seconds between runs or a crontab line, e.g.
@@ -48,7 +49,7 @@ class Settings(BaseSettings):
     graph_user: str | None = None
     graph_password: str | None = None
     graph_name: str = "er"
-    broker_url: str = "redis://127.0.0.1:6379/0"
+    broker_url: str | None = None
     eval_schedule: str = ""
 
     @property

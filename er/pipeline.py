@@ -1,42 +1,84 @@
 """Where algorithm cores meet the stores (DESIGN §5): nothing else imports both.
 
-Today: fit a batch core on a collection's points and write the hierarchy, stamped
-with a batch sequence number. The queue-driven incremental pipeline builds on it.
+DESIGN §4: **ingest** validates records, upserts the accepted ones as mentions,
+stores the rejected ones with a reason and opens a pending batch; **cluster** takes a
+collection's pending batches in sequence order under the collection's writer lock,
+featurizes them, steps the incremental core (MBSCC by default, GRINCH per
+collection), applies the delta to the graph stamped with the batch seq, checkpoints
+the core (write temp, then rename) and marks the batch done with timings per stage;
+**evaluate** scores entities against gold labels. Entry points (``run_*``) open the
+stores the settings name; Celery tasks and the CLI call them.
+
+Crash safety comes from the order of the cluster steps: the graph write is
+idempotent and stamped, the checkpoint records the last applied seq, the SQL
+"done" comes last. A worker killed anywhere re-runs the batch from the previous
+checkpoint; the core is deterministic, so it computes the same delta, and applying
+it again changes nothing.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import datetime as dt
 import hashlib
 import json
 import logging
 import os
+import pickle
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
 from er.cluster import Hierarchy
-from er.evaluation import coreference_report
-from er.exceptions import BatchConflictError, ERError
+from er.evaluation import coreference_report, cut_at_score
+from er.exceptions import BatchConflictError, ConfigError, ERError, TransientStoreError
+from er.featurize import Featurizer, FeaturizerConfig, RecordValidator, infer_config
 from er.stores.graph import GraphStore
 from er.stores.graph._cypher import canned_query
 from er.stores.sql import (
     Batch,
     EvalRun,
+    Mention,
+    batch_counts,
+    batch_mentions,
     eval_runs,
     find_collection,
+    finish_batch,
+    get_or_create_collection,
     last_done_seq,
+    lock_collection,
     mentions_by_node,
+    open_batch,
+    pending_batches,
+    record_rejects,
     set_mention_nodes,
+    stored_payloads,
+    upsert_mentions,
+    writer_lock,
 )
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["evaluate_collection", "fit_and_store"]
+__all__ = [
+    "cluster_pending",
+    "collection_status",
+    "entities",
+    "evaluate_collection",
+    "fit_and_store",
+    "ingest_records",
+    "run_cluster",
+    "run_entities",
+    "run_ingest",
+    "run_status",
+]
 
 
 def fit_and_store(
@@ -158,7 +200,8 @@ def evaluate_collection(
             f"collection {collection!r} has no gold labels (ingest them with --gold-field); "
             "nothing to evaluate against."
         )
-    hierarchy, leaf_nodes = _hierarchy_from_store(graph.structure(collection, as_of=seq))
+    hierarchy, node_ids = _hierarchy_from_store(graph.structure(collection, as_of=seq))
+    leaf_nodes = node_ids[: hierarchy.n_points]
     known = [mentions.get(v) for v in leaf_nodes]
     keep = np.array([m is not None and m["gold_entity"] is not None for m in known], bool)
     if not keep.all():
@@ -185,15 +228,16 @@ def evaluate_collection(
 
 
 def _hierarchy_from_store(structure: Any) -> tuple[Hierarchy, list[int]]:
-    """The stored structure as a Hierarchy (leaves first); also the leaves' node ids."""
+    """The stored structure as a Hierarchy (leaves first); also each row's node id."""
     nodes = sorted(structure.nodes, key=lambda n: (not n["leaf"], n["id"]))
     index = {n["id"]: k for k, n in enumerate(nodes)}
     leaves = [n["id"] for n in nodes if n["leaf"]]
+    ids = [int(n["id"]) for n in nodes]
     edges = [(index[c], index[p]) for c, p in structure.edges.tolist() if c in index and p in index]
     score = [np.nan if n["score"] is None else float(n["score"]) for n in nodes]
     lo = [int(n["level_lo"] or 0) for n in nodes]
     hi = [int(n["level_hi"] or 0) for n in nodes]
-    return Hierarchy(len(leaves), np.array(edges, np.int64), score, lo, hi), leaves
+    return Hierarchy(len(leaves), np.array(edges, np.int64), score, lo, hi), ids
 
 
 def _excerpt(payload: Any, limit: int = 90) -> str:
@@ -294,3 +338,525 @@ def run_evaluation(settings: Any, collection: str, as_of: int | None = None) -> 
         engine.dispose()
     logger.info("evaluated %s as of batch %s: run %s", collection, out["as_of_seq"], out["run_id"])
     return out
+
+
+# -- ingest and cluster (DESIGN §4 steps 1-2) ----------------------------------------------
+DEFAULT_ALGORITHM = "mbscc"
+# Entity cut (merges at linkage >= this score), chosen once on FEBRL3 with the default
+# featurizer (bench/RESULTS.md "Entity cut"): pairwise F1 >= 0.998 from 0.40 to 0.50.
+DEFAULT_ENTITY_CUT = 0.45
+PIPELINE_ALGORITHMS = ("mbscc", "grinch")
+CONFIG_KEYS = ("featurizer", "algorithm", "params", "cut_threshold")
+
+
+def _make_core(algorithm: str, params: dict[str, Any]) -> Any:
+    """A fresh incremental core; one clear line for a bad name or parameter."""
+    from er.cluster import MBSCC, Grinch
+    from er.cluster._params import validate_params
+
+    if algorithm not in PIPELINE_ALGORITHMS:
+        raise ConfigError(
+            f"collection config: algorithm must be one of {PIPELINE_ALGORITHMS} (the incremental "
+            f"cores). Got {algorithm!r}."
+        )
+    if not isinstance(params, dict):
+        raise ConfigError(f"collection config: params must be an object. Got {params!r}.")
+    try:
+        core = MBSCC(**params) if algorithm == "mbscc" else Grinch(**params)
+    except TypeError as exc:
+        raise ConfigError(f"collection config: {algorithm} params: {exc}") from None
+    validate_params(core)
+    return core
+
+
+def new_collection_config(
+    records: Sequence[Any],
+    *,
+    id_field: str,
+    gold_field: str | None,
+    given: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A collection's config: the given keys, the rest defaulted (featurizer inferred).
+
+    Parameters
+    ----------
+    records : sequence
+        The first batch (the featurizer is inferred from its object records).
+    given : mapping, optional
+        Any of ``featurizer``, ``algorithm``, ``params``, ``cut_threshold``.
+    """
+    given = dict(given or {})
+    unknown = set(given) - set(CONFIG_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"collection config: unknown key(s) {sorted(unknown)}; known {CONFIG_KEYS}."
+        )
+    if "featurizer" in given:
+        featurizer = FeaturizerConfig.from_json(given["featurizer"])
+    else:
+        objects = [r for r in records if isinstance(r, Mapping)]
+        featurizer = infer_config(objects, id_field=id_field, gold_field=gold_field)
+    algorithm = given.get("algorithm", DEFAULT_ALGORITHM)
+    params = given.get("params", {})
+    _make_core(algorithm, params)
+    cut = given.get("cut_threshold", DEFAULT_ENTITY_CUT)
+    if isinstance(cut, bool) or not isinstance(cut, int | float):
+        raise ConfigError(f"collection config: cut_threshold must be a number. Got {cut!r}.")
+    return {
+        "id_field": id_field,
+        "gold_field": gold_field,
+        "featurizer": featurizer.to_json(),
+        "algorithm": algorithm,
+        "params": params,
+        "cut_threshold": float(cut),
+    }
+
+
+def _settle_config(
+    coll: Any, records: Sequence[Any], id_field: str, gold_field: str | None, given: Any
+) -> dict[str, Any]:
+    """The collection's stored config, created from this batch on first ingest."""
+    if not coll.config.get("featurizer"):
+        coll.config = new_collection_config(
+            records, id_field=id_field, gold_field=gold_field, given=given
+        )
+        return coll.config  # type: ignore[no-any-return]
+    stored = coll.config
+    if stored.get("id_field") != id_field:
+        raise ConfigError(
+            f"collection {coll.name!r} takes its ids from field {stored.get('id_field')!r}, "
+            f"not {id_field!r}; pass --id-field {stored.get('id_field')}."
+        )
+    if given:
+        fresh = new_collection_config(
+            records, id_field=id_field, gold_field=gold_field, given=given
+        )
+        differs = [k for k in given if fresh[k] != stored.get(k)]
+        if differs:
+            raise ConfigError(
+                f"collection {coll.name!r} already has a config that differs in {differs}; "
+                "a collection keeps its config (use a new collection)."
+            )
+    return stored  # type: ignore[no-any-return]
+
+
+def ingest_records(
+    session: Session,
+    *,
+    collection: str,
+    records: Sequence[Any],
+    rejects: Sequence[Mapping[str, Any]] = (),
+    id_field: str = "id",
+    gold_field: str | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Validate one batch of records, store mentions and rejects, open a pending batch.
+
+    Runs in the caller's transaction. A record already stored with the same payload
+    is a duplicate (one mention); with another payload, or twice in one batch with
+    different payloads, it is rejected. Nothing accepted is lost: accepted mentions,
+    rejects and the batch row commit together.
+
+    Parameters
+    ----------
+    records : sequence, length n
+        Parsed records (JSON objects; anything else is rejected).
+    rejects : sequence of mapping
+        Records the reader could not parse (``external_id``, ``payload``, ``reason``).
+
+    Returns
+    -------
+    dict
+        ``collection``, ``batch_seq``, ``accepted`` (new mentions), ``duplicates``,
+        ``rejected`` and the first ``reasons``.
+    """
+    coll = get_or_create_collection(session, collection)
+    lock_collection(session, coll.id)
+    session.refresh(coll)
+    cfg = _settle_config(coll, records, id_field, gold_field, config)
+    validator = RecordValidator(FeaturizerConfig.from_json(cfg["featurizer"]), cfg["id_field"])
+    batch = open_batch(session, coll.id)
+    accepted, rejected, duplicates = _screen(validator, records, list(rejects))
+    stored = stored_payloads(session, coll.id, list(accepted))
+    for ext, payload in stored.items():
+        if payload != accepted[ext]:
+            rejected.append(
+                _reject(ext, accepted[ext], "already ingested with a different payload")
+            )
+        else:
+            duplicates += 1
+        del accepted[ext]
+    gold = cfg.get("gold_field")
+    rows = [
+        {
+            "external_id": ext,
+            "payload": rec,
+            "gold_entity": None if gold is None or rec.get(gold) in (None, "") else rec[gold],
+        }
+        for ext, rec in accepted.items()
+    ]
+    batch.n_accepted = upsert_mentions(session, coll.id, batch.seq, rows)
+    batch.n_rejected = record_rejects(session, coll.id, rejected)
+    if batch.n_accepted == 0:
+        batch.status = "done"  # nothing to cluster
+    return {
+        "collection": collection,
+        "batch_seq": batch.seq,
+        "accepted": batch.n_accepted,
+        "duplicates": duplicates,
+        "rejected": batch.n_rejected,
+        "reasons": [r["reason"] for r in rejected[:20]],
+    }
+
+
+def _screen(
+    validator: RecordValidator, records: Sequence[Any], rejected: list[dict[str, Any]]
+) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """Split a batch into accepted records (by external id, first wins) and rejects."""
+    accepted: dict[str, Any] = {}
+    duplicates = 0
+    for position, rec in enumerate(records):
+        ext = validator.external_id(rec, position)
+        why = validator.reason(rec)
+        if why is None and ext in accepted:
+            if accepted[ext] == rec:
+                duplicates += 1
+                continue
+            why = "the same id appears twice in this batch with different payloads"
+        if why is not None:
+            rejected.append(_reject(ext, rec, why))
+            continue
+        accepted[ext] = rec
+    return accepted, rejected, duplicates
+
+
+def _reject(ext: str, record: Any, why: str) -> dict[str, Any]:
+    return {
+        "external_id": None if ext.startswith("#") else ext,
+        "payload": _storable(record),
+        "reason": f"record {ext!r}: {why}",
+    }
+
+
+def _storable(record: Any) -> Any:
+    """The record as JSON a database keeps; escaped text when it is not valid JSON text."""
+    try:
+        text = json.dumps(record, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+        if "\\u0000" not in text:
+            return record
+    except (TypeError, ValueError, UnicodeEncodeError):
+        pass
+    return {"unreadable": json.dumps(record, ensure_ascii=True, default=repr)[:4096]}
+
+
+# -- the cluster writer --------------------------------------------------------------------
+@dataclass
+class _State:
+    """What a collection's writer checkpoints after every batch."""
+
+    seq: int  # the last batch whose delta reached the graph
+    core: Any
+    n_points: int = 0
+    ranges: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq -> point rows
+
+
+def _checkpoint_path(state_dir: Path, collection: str) -> Path:
+    return state_dir / "collections" / _safe(collection) / "checkpoint.pkl"
+
+
+def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
+    """The last checkpoint, or a fresh core. The file is er's own (in the data dir)."""
+    if not path.exists():
+        return _State(seq=0, core=_make_core(config["algorithm"], dict(config["params"])))
+    with path.open("rb") as f:
+        state = pickle.load(f)  # er's own file under the data dir, never user input
+    if not isinstance(state, _State):
+        raise ERError(f"{path}: not an er checkpoint; move it away to rebuild the collection.")
+    return state
+
+
+def _save_state(path: Path, state: _State) -> None:
+    """Write temp, fsync, rename: a crash leaves the old checkpoint or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("wb") as f:
+        pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+_FEATURIZERS: dict[str, Featurizer] = {}
+
+
+def _featurizer(config: Mapping[str, Any]) -> Featurizer:
+    """One featurizer per config per process (its token cache only saves work)."""
+    key = json.dumps(config["featurizer"], sort_keys=True)
+    if key not in _FEATURIZERS:
+        _FEATURIZERS[key] = Featurizer(FeaturizerConfig.from_json(config["featurizer"]))
+    return _FEATURIZERS[key]
+
+
+def cluster_pending(
+    engine: Engine,
+    graph: GraphStore,
+    *,
+    collection: str,
+    state_dir: Path,
+    on_batch: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Cluster a collection's pending batches in sequence order (the one writer).
+
+    Holds the collection's writer lock throughout; each batch commits on its own.
+    Running it again, or twice at once, applies nothing twice.
+
+    Returns
+    -------
+    list of dict
+        Per batch: ``batch_seq``, ``n_points``, ``timings`` (seconds per stage).
+    """
+    with Session(engine) as session:
+        coll = find_collection(session, collection)
+        if coll is None:
+            raise ERError(f"no collection {collection!r}.")
+        coll_id, config = coll.id, dict(coll.config)
+    if "featurizer" not in config:
+        raise ERError(f"collection {collection!r} was not made by er ingest; nothing to cluster.")
+    path = _checkpoint_path(state_dir, collection)
+    reports = []
+    with writer_lock(engine, coll_id, state_dir / "locks"):
+        state = _load_state(path, config)
+        with Session(engine) as session:
+            pending = [(b.id, b.seq) for b in pending_batches(session, coll_id)]
+        for batch_id, seq in pending:
+            job = _BatchJob(engine, graph, collection, coll_id, config, batch_id, seq)
+            try:
+                report = job.run(state, path)
+            except TransientStoreError:
+                raise  # the batch stays pending; the task retries from the checkpoint
+            except Exception as exc:
+                report = _fail(engine, batch_id, seq, collection, exc)
+                state = _load_state(path, config)  # the core may be half-stepped
+            reports.append(report)
+            if on_batch is not None:
+                on_batch(report)
+    return reports
+
+
+def _fail(engine: Engine, batch_id: int, seq: int, collection: str, exc: Exception) -> dict:
+    """Mark a batch failed with a one-line reason; later batches go on."""
+    reason = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+    logger.error("batch %d of %s failed: %s", seq, collection, reason, exc_info=exc)
+    with Session(engine) as session, session.begin():
+        finish_batch(session, batch_id, "failed", {}, reason)
+    return {"batch_seq": seq, "n_points": 0, "timings": {}, "error": reason}
+
+
+@dataclass
+class _BatchJob:
+    """One batch through featurize -> core -> graph -> checkpoint -> SQL."""
+
+    engine: Engine
+    graph: GraphStore
+    collection: str
+    coll_id: int
+    config: Mapping[str, Any]
+    batch_id: int
+    seq: int
+
+    def run(self, state: _State, path: Path) -> dict[str, Any]:
+        timings: dict[str, float] = {}
+        if self.seq > state.seq:  # else: a crash came after the checkpoint, before "done"
+            with Session(self.engine) as session, session.begin():
+                rows = batch_mentions(session, self.coll_id, self.seq)
+                session.execute(
+                    update(Batch).where(Batch.id == self.batch_id).values(status="running")
+                )
+            self._step(state, rows, timings)
+            with _timed(timings, "checkpoint_s"):
+                _save_state(path, state)
+        first, stop = state.ranges.get(self.seq, (0, 0))
+        with _timed(timings, "sql_s"), Session(self.engine) as session, session.begin():
+            exts = [ext for ext, _ in batch_mentions(session, self.coll_id, self.seq)]
+            nodes = _point_nodes(state.core, stop)[first:stop].tolist()
+            set_mention_nodes(session, self.coll_id, dict(zip(exts, nodes, strict=True)))
+            finish_batch(session, self.batch_id, "done", timings, None)
+        logger.info(
+            "batch %d of %s: %d points, %s", self.seq, self.collection, stop - first, timings
+        )
+        return {"batch_seq": self.seq, "n_points": stop - first, "timings": timings}
+
+    def _step(self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]) -> None:
+        """Featurize the batch, step the core, write its delta; advance ``state``."""
+        first = state.n_points
+        with _timed(timings, "featurize_s"):
+            X = _featurizer(self.config)([payload for _, payload in rows])
+        with _timed(timings, "cluster_s"):
+            state.core.partial_fit(X)
+        stop = first + X.shape[0]
+        nodes = _point_nodes(state.core, stop)[first:stop]
+        with _timed(timings, "graph_s"):
+            external = dict(zip(nodes.tolist(), (ext for ext, _ in rows), strict=True))
+            self.graph.apply_delta(
+                self.collection, state.core.delta_, self.seq, external_ids=external
+            )
+        state.seq, state.n_points = self.seq, stop
+        state.ranges[self.seq] = (first, stop)
+
+
+class _timed:
+    """Add the block's wall time to ``timings[key]``."""
+
+    def __init__(self, timings: dict[str, float], key: str) -> None:
+        self.timings, self.key = timings, key
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        spent = time.perf_counter() - self.started
+        self.timings[self.key] = round(self.timings.get(self.key, 0.0) + spent, 6)
+
+
+# -- reading entities and status ------------------------------------------------------------
+def entities(
+    session: Session, graph: GraphStore, collection: str, as_of: int | None = None
+) -> list[tuple[str, int | None]]:
+    """``(external_id, entity_id)`` of every accepted mention, in ingest order.
+
+    An entity is the cut of the hierarchy at the collection's ``cut_threshold``
+    (merges at linkage >= the cut); its id is the id of the highest node of the
+    cut (a mention alone is its own entity). A mention whose batch is not clustered
+    yet has no entity (None).
+    """
+    coll = find_collection(session, collection)
+    if coll is None:
+        raise ERError(f"no collection {collection!r}.")
+    cut = float(coll.config.get("cut_threshold", DEFAULT_CUT))
+    hierarchy, ids = _hierarchy_from_store(graph.structure(collection, as_of=as_of))
+    label = cut_at_score(hierarchy, cut)
+    entity_of = {ids[i]: ids[label[i]] for i in range(hierarchy.n_points)}
+    rows = session.execute(
+        select(Mention.external_id, Mention.node_id)
+        .where(Mention.collection_id == coll.id)
+        .order_by(Mention.id)
+    )
+    return [(ext, None if node is None else entity_of.get(int(node))) for ext, node in rows]
+
+
+def collection_status(session: Session, collection: str) -> dict[str, Any]:
+    """Batches by status, counts, rejects and lag (seconds the oldest pending batch waits)."""
+    coll = find_collection(session, collection)
+    if coll is None:
+        raise ERError(f"no collection {collection!r}.")
+    counts = batch_counts(session, coll.id)
+    oldest = counts.pop("oldest_pending")
+    if oldest is not None and oldest.tzinfo is None:
+        oldest = oldest.replace(tzinfo=dt.UTC)
+    lag = 0.0 if oldest is None else (dt.datetime.now(dt.UTC) - oldest).total_seconds()
+    return {"collection": collection, **counts, "lag_s": round(max(lag, 0.0), 3)}
+
+
+# -- entry points (CLI and Celery tasks) ---------------------------------------------------
+_STORES: dict[tuple[str, str, str], tuple[Engine, GraphStore]] = {}
+
+
+def _stores(settings: Any) -> tuple[Engine, GraphStore]:
+    """The process's engine and graph store for these settings, opened once.
+
+    A worker keeps its stores for its whole life (an embedded FalkorDB starts once,
+    the graph's indexes are ensured once); they close when the process exits.
+    """
+    from er.stores.graph import open_graph_store
+    from er.stores.sql import make_engine
+
+    key = (settings.sqlalchemy_url, settings.graph_url, str(settings.data_dir.resolve()))
+    if key not in _STORES:
+        stack = contextlib.ExitStack()
+        graph = stack.enter_context(
+            open_graph_store(
+                settings.graph_url,
+                data_dir=settings.data_dir,
+                graph_name=settings.graph_name,
+                user=settings.graph_user,
+                password=settings.graph_password,
+            )
+        )
+        graph.init_schema()  # idempotent; without the key index every write scans
+        engine = make_engine(settings.sqlalchemy_url)
+        stack.callback(engine.dispose)
+        atexit.register(stack.close)
+        _STORES[key] = (engine, graph)
+    return _STORES[key]
+
+
+def close_stores() -> None:
+    """Forget the cached stores (tests; the process exit closes them anyway)."""
+    _STORES.clear()
+
+
+@contextlib.contextmanager
+def _transient_sql() -> Iterator[None]:
+    """A lost database connection is transient: the task retries it."""
+    import sqlalchemy.exc
+
+    try:
+        yield
+    except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise TransientStoreError(f"database unavailable: {first}") from exc
+
+
+def run_ingest(settings: Any, **kwargs: Any) -> dict[str, Any]:
+    """Ingest one batch (``ingest_records``'s keyword arguments) and commit it."""
+    from er.stores.sql import make_engine
+
+    engine = make_engine(settings.sqlalchemy_url)
+    try:
+        with _transient_sql(), Session(engine) as session, session.begin():
+            return ingest_records(session, **kwargs)
+    finally:
+        engine.dispose()
+
+
+def run_entities(
+    settings: Any, collection: str, as_of: int | None = None
+) -> list[tuple[str, int | None]]:
+    """``entities`` on the stores ``settings`` name (``er export entities``, ``er demo``)."""
+    engine, graph = _stores(settings)
+    with _transient_sql(), Session(engine) as session:
+        return entities(session, graph, collection, as_of=as_of)
+
+
+def run_status(settings: Any, collection: str | None = None) -> list[dict[str, Any]]:
+    """``collection_status`` of one collection, or of every collection (``er status``)."""
+    from er.stores.sql import Collection, make_engine
+
+    engine = make_engine(settings.sqlalchemy_url)
+    try:
+        with _transient_sql(), Session(engine) as session:
+            names = (
+                [collection]
+                if collection is not None
+                else list(session.scalars(select(Collection.name).order_by(Collection.id)))
+            )
+            return [collection_status(session, name) for name in names]
+    finally:
+        engine.dispose()
+
+
+def run_cluster(
+    settings: Any, collection: str, on_batch: Callable[[dict[str, Any]], None] | None = None
+) -> list[dict[str, Any]]:
+    """Cluster a collection's pending batches on the stores ``settings`` name."""
+    engine, graph = _stores(settings)
+    with _transient_sql():
+        return cluster_pending(
+            engine, graph, collection=collection, state_dir=settings.data_dir, on_batch=on_batch
+        )

@@ -8,7 +8,23 @@ from er.config import get_settings
 from workers.schedule import beat_schedule
 
 settings = get_settings()
-app = Celery("er", broker=settings.broker_url, include=["workers.tasks"])
+CLUSTER_QUEUE = "er.cluster"  # the writers' queue; the collection lock makes one writer each
+TIME_LIMIT = 3600
+
+
+def _result_backend(broker: str | None) -> str | None:
+    """Results (``er ingest --wait`` reads them) ride on the broker: Redis, or AMQP's rpc."""
+    if broker is None:
+        return None
+    return broker if broker.startswith(("redis://", "rediss://")) else "rpc://"
+
+
+app = Celery(
+    "er",
+    broker=settings.broker_url,
+    backend=_result_backend(settings.broker_url),
+    include=["workers.tasks"],
+)
 app.conf.update(
     # https://docs.celeryq.dev/en/stable/userguide/security.html#serializers - JSON only
     task_serializer="json",
@@ -18,8 +34,12 @@ app.conf.update(
     task_acks_late=True,
     worker_prefetch_multiplier=1,
     # https://docs.celeryq.dev/en/stable/userguide/workers.html#time-limits
-    task_time_limit=3600,
-    task_soft_time_limit=3300,
+    task_time_limit=TIME_LIMIT,
+    task_soft_time_limit=TIME_LIMIT - 300,
+    # an unacknowledged task returns to the queue after this long: longer than any batch
+    broker_transport_options={"visibility_timeout": 2 * TIME_LIMIT},
+    result_expires=24 * 3600,
+    task_routes={"er.cluster": {"queue": CLUSTER_QUEUE}},
     # keep the application's logging configuration
     worker_hijack_root_logger=False,
     beat_schedule=beat_schedule(settings.eval_schedule),

@@ -5,13 +5,54 @@ from __future__ import annotations
 from typing import Any
 
 from er.exceptions import TransientStoreError
-from workers.app import app, settings
+from workers.app import CLUSTER_QUEUE, app, settings
+
+_RETRY: dict[str, Any] = {
+    "autoretry_for": (TransientStoreError,),
+    "retry_backoff": True,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+    "max_retries": 20,
+}
 
 
 @app.task(name="er.ping")
 def ping() -> str:
     """Liveness probe used by the compose health check and the beat heartbeat."""
     return "pong"
+
+
+@app.task(name="er.ingest", **_RETRY)
+def ingest(
+    collection: str,
+    records: list[Any],
+    rejects: list[dict[str, Any]] | None = None,
+    id_field: str = "id",
+    gold_field: str | None = None,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Store one batch of records (mentions, rejects, a pending batch); queue clustering."""
+    from er.pipeline import run_ingest
+
+    out = run_ingest(
+        settings,
+        collection=collection,
+        records=records,
+        rejects=rejects or [],
+        id_field=id_field,
+        gold_field=gold_field,
+        config=config,
+    )
+    cluster.apply_async(kwargs={"collection": collection}, queue=CLUSTER_QUEUE)
+    return out
+
+
+@app.task(name="er.cluster", **_RETRY)
+def cluster(collection: str) -> list[dict[str, Any]]:
+    """Cluster the collection's pending batches in order (a redelivery finds none left)."""
+    from er.pipeline import run_cluster
+
+    return run_cluster(settings, collection)
 
 
 @app.task(

@@ -38,7 +38,7 @@ def _er(data_dir: Path, *args: str, **extra: str) -> subprocess.CompletedProcess
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = tmp_path_factory.mktemp("eval")
-    done = _er(data, "demo", "--entities", "80", "--seed", "3")
+    done = _er(data, "demo", "--synthetic", "--entities", "80", "--seed", "3")
     assert done.returncode == 0, done.stderr
     return data
 

@@ -48,5 +48,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
     assert str(env_dir) in location and str(ROOT) not in location
     _run([er, "init"], work, env)
     _run([er, "demo"], work, env)
-    out = _run([er, "query", "ancestors", "--collection", "demo", "--id", "0"], work, env)
+    out = _run(
+        [er, "query", "ancestors", "--collection", "febrl3", "--mention", "rec-1496-org"], work, env
+    )
     assert out.strip(), "er query printed nothing"

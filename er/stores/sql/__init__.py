@@ -1,5 +1,16 @@
 """Relational store: SQLAlchemy 2 models and data functions (PostgreSQL, SQLite)."""
 
+from er.stores.sql._batches import (
+    batch_counts,
+    batch_mentions,
+    finish_batch,
+    lock_collection,
+    open_batch,
+    pending_batches,
+    record_rejects,
+    stored_payloads,
+    writer_lock,
+)
 from er.stores.sql._evals import eval_runs, find_collection, last_done_seq, mentions_by_node
 from er.stores.sql._mentions import (
     count_mentions,
@@ -17,14 +28,23 @@ __all__ = [
     "EvalRun",
     "Mention",
     "RejectedRecord",
+    "batch_counts",
+    "batch_mentions",
     "count_mentions",
     "eval_runs",
     "find_collection",
+    "finish_batch",
     "get_or_create_collection",
     "last_done_seq",
+    "lock_collection",
     "make_engine",
     "mentions_by_node",
+    "open_batch",
+    "pending_batches",
+    "record_rejects",
     "set_mention_nodes",
+    "stored_payloads",
     "upgrade",
     "upsert_mentions",
+    "writer_lock",
 ]

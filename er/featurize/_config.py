@@ -1,0 +1,180 @@
+"""Featurizer configuration: which fields, how each is encoded, weights, dimension.
+
+A collection's config is plain JSON (stored in ``collections.config["featurizer"]``)
+so that a replayed batch is featurized exactly as before: nothing here depends on
+statistics of the data seen so far.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from er.exceptions import ConfigError
+
+__all__ = ["DEFAULT_DIM", "ENCODERS", "FeaturizerConfig", "FieldSpec", "infer_config"]
+
+ENCODERS = ("ngrams", "exact", "numeric")
+# Chosen on FEBRL3 (bench/RESULTS.md, "Featurizer dimension"): 1,024 signed-hash
+# dimensions keep average-linkage quality within 0.001 pairwise F1 of 4,096 while the
+# cores stay dense and fast; 256 loses 0.001-0.002.
+DEFAULT_DIM = 1024
+MAX_FIELD_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """How one record field becomes part of the vector.
+
+    Parameters
+    ----------
+    name : str
+        The record's key.
+    encoder : {"ngrams", "exact", "numeric"}
+        ``ngrams``: character n-grams of the lower-cased, space-collapsed text (names,
+        addresses); ``exact``: the whole value as one token (ids, codes, dates);
+        ``numeric``: the number on two offset grids of width ``scale``, so that close
+        values share a token.
+    weight : float
+        Share of the field in the cosine similarity (the field's unit vector is
+        scaled by sqrt(weight) before the fields are added).
+    n : tuple of int
+        n-gram sizes (``ngrams`` only).
+    scale : float
+        Grid width (``numeric`` only).
+    """
+
+    name: str
+    encoder: str = "ngrams"
+    weight: float = 1.0
+    n: tuple[int, ...] = (2, 3)
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        where = f"featurizer field {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"featurizer: a field needs a non-empty name. Got {self.name!r}.")
+        if self.encoder not in ENCODERS:
+            raise ConfigError(f"{where}: encoder must be one of {ENCODERS}. Got {self.encoder!r}.")
+        if not (isinstance(self.weight, int | float) and math.isfinite(self.weight)) or (
+            self.weight <= 0
+        ):
+            raise ConfigError(f"{where}: weight must be a number > 0. Got {self.weight!r}.")
+        if not self.n or any(not isinstance(k, int) or not 1 <= k <= 8 for k in self.n):
+            raise ConfigError(f"{where}: n must list n-gram sizes from 1 to 8. Got {self.n!r}.")
+        if not (isinstance(self.scale, int | float) and self.scale > 0):
+            raise ConfigError(f"{where}: scale must be > 0. Got {self.scale!r}.")
+
+
+@dataclass(frozen=True)
+class FeaturizerConfig:
+    """The whole featurizer of a collection.
+
+    Parameters
+    ----------
+    fields : tuple of FieldSpec
+        Encoded fields (empty when ``vector_field`` is set).
+    dim : int
+        Output dimension (signed feature hashing into this many columns).
+    vector_field : str or None
+        Name of a field that carries a precomputed embedding, passed through
+        (normalised) instead of encoding fields; its length must equal ``dim``.
+    max_field_chars : int
+        Longest accepted text value; a longer one rejects the record.
+    """
+
+    fields: tuple[FieldSpec, ...] = ()
+    dim: int = DEFAULT_DIM
+    vector_field: str | None = None
+    max_field_chars: int = MAX_FIELD_CHARS
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dim, int) or not 2 <= self.dim <= 65536:
+            raise ConfigError(f"featurizer: dim must be an int in [2, 65536]. Got {self.dim!r}.")
+        if not self.fields and self.vector_field is None:
+            raise ConfigError("featurizer: name at least one field, or a vector_field.")
+        names = [f.name for f in self.fields]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"featurizer: a field is listed twice in {names}.")
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> FeaturizerConfig:
+        """Build from the JSON form (:meth:`to_json`); one clear line for each mistake."""
+        if not isinstance(doc, Mapping):
+            raise ConfigError(f"featurizer config must be a JSON object. Got {type(doc).__name__}.")
+        unknown = set(doc) - {"fields", "dim", "vector_field", "max_field_chars"}
+        if unknown:
+            raise ConfigError(f"featurizer config: unknown key(s) {sorted(unknown)}.")
+        specs = []
+        for item in doc.get("fields", []):
+            if isinstance(item, str):
+                item = {"name": item}
+            if not isinstance(item, Mapping):
+                raise ConfigError(f"featurizer: each field is a name or an object. Got {item!r}.")
+            bad = set(item) - {"name", "encoder", "weight", "n", "scale"}
+            if bad:
+                raise ConfigError(f"featurizer field {item.get('name')!r}: unknown {sorted(bad)}.")
+            kw = dict(item)
+            if "n" in kw:
+                kw["n"] = tuple(kw["n"]) if isinstance(kw["n"], list) else (kw["n"],)
+            specs.append(FieldSpec(**kw))
+        return cls(
+            fields=tuple(specs),
+            dim=doc.get("dim", DEFAULT_DIM),
+            vector_field=doc.get("vector_field"),
+            max_field_chars=doc.get("max_field_chars", MAX_FIELD_CHARS),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form stored with the collection."""
+        out = asdict(self)
+        out.pop("extra")
+        out["fields"] = [{**f, "n": list(f["n"])} for f in out["fields"]]
+        return out
+
+
+def infer_config(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    id_field: str,
+    gold_field: str | None = None,
+    dim: int = DEFAULT_DIM,
+) -> FeaturizerConfig:
+    """A default featurizer from the first batch: every text field as n-grams, weight 1.
+
+    The id and gold fields are left out. A ``vector`` field holding a list of numbers
+    makes the collection a precomputed-embedding one (its length becomes ``dim``).
+    Numbers count as text (codes and dates in CSV files are numbers to a parser but
+    identifiers to a person); a field seen only with lists or objects is left out.
+    """
+    leave_out = {id_field, gold_field}
+    kinds: dict[str, set[str]] = {}
+    vector_len = None
+    for rec in records:
+        for name, value in rec.items():
+            if name in leave_out:
+                continue
+            if name == "vector" and isinstance(value, list):
+                vector_len = len(value)
+                continue
+            kinds.setdefault(name, set()).add(_kind(value))
+    if vector_len:
+        return FeaturizerConfig(dim=vector_len, vector_field="vector")
+    text = [n for n, k in kinds.items() if k & {"text"} and not k & {"other"}]
+    if not text:
+        raise ConfigError(
+            "cannot infer a featurizer: the records have no text fields besides the id and "
+            "gold fields; pass --config with fields or a vector field."
+        )
+    return FeaturizerConfig(fields=tuple(FieldSpec(name=n) for n in text), dim=dim)
+
+
+def _kind(value: Any) -> str:
+    if value is None or value == "":
+        return "empty"
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return "text"
+    return "other"

@@ -1,0 +1,195 @@
+"""Data functions for batches, rejected records and the writer lock of a collection.
+
+Callers open the session and its transaction (see ``_mentions``), except for
+:func:`writer_lock`, which holds its own connection for as long as it is held.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, func, select, text, update
+from sqlalchemy.orm import Session
+
+from er.stores.sql._models import Batch, Collection, Mention, RejectedRecord
+
+__all__ = [
+    "batch_counts",
+    "batch_mentions",
+    "lock_collection",
+    "open_batch",
+    "pending_batches",
+    "record_rejects",
+    "stored_payloads",
+    "writer_lock",
+]
+
+_LOCK_CLASS = 0x6572  # "er": the first key of every advisory lock er takes
+
+
+def lock_collection(session: Session, collection_id: int) -> None:
+    """Serialise ingests of one collection until the caller's transaction ends.
+
+    Batch sequence numbers are then handed out and committed in order, so the
+    cluster writer never sees batch b+1 before batch b.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(
+            select(Collection.id).where(Collection.id == collection_id).with_for_update()
+        )
+    # SQLite: a write transaction already excludes every other writer.
+
+
+def open_batch(session: Session, collection_id: int) -> Batch:
+    """A new pending batch with the next sequence number (call after lock_collection)."""
+    last = session.scalar(select(func.max(Batch.seq)).where(Batch.collection_id == collection_id))
+    batch = Batch(
+        collection_id=collection_id,
+        seq=int(last or 0) + 1,
+        status="pending",
+        n_accepted=0,
+        n_rejected=0,
+        timings={},
+    )
+    session.add(batch)
+    session.flush()
+    return batch
+
+
+def stored_payloads(
+    session: Session, collection_id: int, external_ids: Sequence[str], chunk: int = 1000
+) -> dict[str, Any]:
+    """Payloads of the given external ids that are already stored, by external id."""
+    out: dict[str, Any] = {}
+    for start in range(0, len(external_ids), chunk):
+        part = list(external_ids[start : start + chunk])
+        rows = session.execute(
+            select(Mention.external_id, Mention.payload).where(
+                Mention.collection_id == collection_id, Mention.external_id.in_(part)
+            )
+        )
+        out.update({ext: payload for ext, payload in rows})
+    return out
+
+
+def record_rejects(
+    session: Session, collection_id: int, rejects: Iterable[Mapping[str, Any]]
+) -> int:
+    """Store rejected records (``external_id``, ``payload``, ``reason``); return how many."""
+    rows = [
+        RejectedRecord(
+            collection_id=collection_id,
+            external_id=r.get("external_id"),
+            payload=r.get("payload"),
+            reason=str(r["reason"]),
+        )
+        for r in rejects
+    ]
+    session.add_all(rows)
+    session.flush()
+    return len(rows)
+
+
+def pending_batches(session: Session, collection_id: int) -> list[Batch]:
+    """Batches not yet done or failed, in sequence order."""
+    query = (
+        select(Batch)
+        .where(Batch.collection_id == collection_id, Batch.status.in_(("pending", "running")))
+        .order_by(Batch.seq)
+    )
+    return list(session.scalars(query))
+
+
+def batch_mentions(session: Session, collection_id: int, seq: int) -> list[tuple[str, Any]]:
+    """``(external_id, payload)`` of the mentions a batch brought, in arrival order."""
+    rows = session.execute(
+        select(Mention.external_id, Mention.payload)
+        .where(Mention.collection_id == collection_id, Mention.batch_seq == seq)
+        .order_by(Mention.id)
+    )
+    return [(ext, payload) for ext, payload in rows]
+
+
+def finish_batch(
+    session: Session, batch_id: int, status: str, timings: Mapping[str, float], error: str | None
+) -> None:
+    """Mark a batch done or failed, with its stage timings (caller's transaction)."""
+    session.execute(
+        update(Batch)
+        .where(Batch.id == batch_id)
+        .values(
+            status=status,
+            timings=dict(timings),
+            error=error,
+            finished_at=dt.datetime.now(dt.UTC),
+        )
+    )
+
+
+def batch_counts(session: Session, collection_id: int) -> dict[str, Any]:
+    """Batches by status, mentions, rejects and the oldest pending batch's age."""
+    by_status = dict(
+        session.execute(
+            select(Batch.status, func.count())
+            .where(Batch.collection_id == collection_id)
+            .group_by(Batch.status)
+        ).all()
+    )
+    mentions = session.scalar(
+        select(func.count()).select_from(Mention).where(Mention.collection_id == collection_id)
+    )
+    rejects = session.scalar(
+        select(func.count())
+        .select_from(RejectedRecord)
+        .where(RejectedRecord.collection_id == collection_id)
+    )
+    oldest = session.scalar(
+        select(func.min(Batch.created_at)).where(
+            Batch.collection_id == collection_id, Batch.status.in_(("pending", "running"))
+        )
+    )
+    return {
+        "batches": {k: int(v) for k, v in by_status.items()},
+        "mentions": int(mentions or 0),
+        "rejected": int(rejects or 0),
+        "oldest_pending": oldest,
+    }
+
+
+@contextmanager
+def writer_lock(engine: Engine, collection_id: int, lock_dir: Path) -> Iterator[None]:
+    """Hold the one-writer-per-collection lock while the block runs.
+
+    PostgreSQL: a session advisory lock on a connection of its own (the server drops
+    it when a crashed worker's connection goes away). SQLite: an flock on a file in
+    ``lock_dir`` (the kernel drops it when the process dies). Blocks until free.
+    """
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(
+                text("SELECT pg_advisory_lock(:a, :b)"), {"a": _LOCK_CLASS, "b": collection_id}
+            )
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(
+                    text("SELECT pg_advisory_unlock(:a, :b)"),
+                    {"a": _LOCK_CLASS, "b": collection_id},
+                )
+                conn.commit()
+        return
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    name = f"writer-{collection_id}-{zlib.crc32(str(engine.url).encode()):08x}.lock"
+    with (lock_dir / name).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
