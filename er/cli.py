@@ -357,7 +357,9 @@ def _ingest_in_process(
     with Progress(*Progress.get_default_columns()[:1], *columns, transient=True) as progress:
         task = progress.add_task(f"{args.collection}: records", total=_line_count(args.file))
         for chunk in chunks:
-            out = run_ingest(settings, records=chunk.records, rejects=chunk.rejects, **common)
+            out = run_ingest(
+                settings, records=chunk.records, rejects=chunk.rejects, where=chunk.where, **common
+            )
             reports = run_cluster(settings, args.collection)
             totals["batches"] += 1
             totals["failed"] += sum(1 for r in reports if "error" in r)
@@ -376,7 +378,9 @@ def _ingest_queued(
     from workers.tasks import ingest
 
     results = [
-        ingest.apply_async(kwargs={**common, "records": c.records, "rejects": c.rejects})
+        ingest.apply_async(
+            kwargs={**common, "records": c.records, "rejects": c.rejects, "where": c.where}
+        )
         for c in chunks
     ]
     sys.stderr.write(f"queued {len(results)} batch(es) of {args.collection}\n")

@@ -449,6 +449,7 @@ def ingest_records(
     id_field: str = "id",
     gold_field: str | None = None,
     config: Mapping[str, Any] | None = None,
+    where: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Validate one batch of records, store mentions and rejects, open a pending batch.
 
@@ -463,6 +464,9 @@ def ingest_records(
         Parsed records (JSON objects; anything else is rejected).
     rejects : sequence of mapping
         Records the reader could not parse (``external_id``, ``payload``, ``reason``).
+    where : sequence of str, optional, length n
+        Where each record came from (``people.jsonl line 7``), to name a rejected record
+        that has no id; by default its position in the batch.
 
     Returns
     -------
@@ -476,7 +480,7 @@ def ingest_records(
     cfg = _settle_config(coll, records, id_field, gold_field, config)
     validator = RecordValidator(FeaturizerConfig.from_json(cfg["featurizer"]), cfg["id_field"])
     batch = open_batch(session, coll.id)
-    accepted, rejected, duplicates = _screen(validator, records, list(rejects))
+    accepted, rejected, duplicates = _screen(validator, records, list(rejects), where)
     stored = stored_payloads(session, coll.id, list(accepted))
     for ext, payload in stored.items():
         if payload != accepted[ext]:
@@ -510,14 +514,23 @@ def ingest_records(
 
 
 def _screen(
-    validator: RecordValidator, records: Sequence[Any], rejected: list[dict[str, Any]]
+    validator: RecordValidator,
+    records: Sequence[Any],
+    rejected: list[dict[str, Any]],
+    where: Sequence[str] | None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     """Split a batch into accepted records (by external id, first wins) and rejects."""
     accepted: dict[str, Any] = {}
     duplicates = 0
     for position, rec in enumerate(records):
-        ext = validator.external_id(rec, position)
+        ext = validator.external_id(rec)
         why = validator.reason(rec)
+        if ext is None:  # no id: the reason names where the record was
+            label = where[position] if where is not None else f"record #{position}"
+            rejected.append(
+                {"external_id": None, "payload": _storable(rec), "reason": f"{label}: {why}"}
+            )
+            continue
         if why is None and ext in accepted:
             if accepted[ext] == rec:
                 duplicates += 1
@@ -532,7 +545,7 @@ def _screen(
 
 def _reject(ext: str, record: Any, why: str) -> dict[str, Any]:
     return {
-        "external_id": None if ext.startswith("#") else ext,
+        "external_id": ext,
         "payload": _storable(record),
         "reason": f"record {ext!r}: {why}",
     }

@@ -26,13 +26,18 @@ class Chunk:
 
     records: list[Any] = field(default_factory=list)
     rejects: list[dict[str, Any]] = field(default_factory=list)
+    where: list[str] = field(default_factory=list)  # "file line N" of each record
 
     def __len__(self) -> int:
         return len(self.records) + len(self.rejects)
 
 
+class _NonFinite(ValueError):
+    pass
+
+
 def _no_constants(name: str) -> float:
-    raise ValueError(f"non-finite number {name}")
+    raise _NonFinite(f"non-finite number {name}")
 
 
 def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
@@ -48,6 +53,8 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
                 continue
             try:
                 yield number, json.loads(text, parse_constant=_no_constants), None
+            except _NonFinite as exc:
+                yield number, None, str(exc)
             except ValueError as exc:  # JSONDecodeError is a ValueError
                 yield number, None, f"malformed JSON ({str(exc).splitlines()[0]})"
 
@@ -101,6 +108,7 @@ def read_chunks(path: Path, batch_size: int, fmt: str | None = None) -> Iterator
             )
         else:
             chunk.records.append(record)
+            chunk.where.append(f"{path.name} line {number}")
         if len(chunk) >= batch_size:
             yield chunk
             chunk = Chunk()

@@ -30,6 +30,7 @@ def ingest(
     id_field: str = "id",
     gold_field: str | None = None,
     config: dict[str, Any] | None = None,
+    where: list[str] | None = None,
 ) -> dict[str, Any]:
     """Store one batch of records (mentions, rejects, a pending batch); queue clustering."""
     from er.pipeline import run_ingest
@@ -42,6 +43,7 @@ def ingest(
         id_field=id_field,
         gold_field=gold_field,
         config=config,
+        where=where,
     )
     cluster.apply_async(kwargs={"collection": collection}, queue=CLUSTER_QUEUE)
     return out

@@ -8,6 +8,7 @@ statistics of the data seen so far.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -148,10 +149,11 @@ def infer_config(
     The id and gold fields are left out. A ``vector`` field holding a list of numbers
     makes the collection a precomputed-embedding one (its length becomes ``dim``).
     Numbers count as text (codes and dates in CSV files are numbers to a parser but
-    identifiers to a person); a field seen only with lists or objects is left out.
+    identifiers to a person); a field whose values are mostly lists or objects is
+    left out.
     """
     leave_out = {id_field, gold_field}
-    kinds: dict[str, set[str]] = {}
+    kinds: dict[str, Counter[str]] = {}
     vector_len = None
     for rec in records:
         for name, value in rec.items():
@@ -160,10 +162,11 @@ def infer_config(
             if name == "vector" and isinstance(value, list):
                 vector_len = len(value)
                 continue
-            kinds.setdefault(name, set()).add(_kind(value))
+            kinds.setdefault(name, Counter())[_kind(value)] += 1
     if vector_len:
         return FeaturizerConfig(dim=vector_len, vector_field="vector")
-    text = [n for n, k in kinds.items() if k & {"text"} and not k & {"other"}]
+    # a field is text when most of its values are (a bad record does not drop it)
+    text = [n for n, k in kinds.items() if k["text"] > k["other"]]
     if not text:
         raise ConfigError(
             "cannot infer a featurizer: the records have no text fields besides the id and "

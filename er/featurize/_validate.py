@@ -67,13 +67,13 @@ class RecordValidator:
         self._is_valid = fastjsonschema.compile(schema)
         self._explainer = Draft7Validator(schema)
 
-    def external_id(self, record: Any, position: int) -> str:
-        """The record's id as text, or ``#<position>`` when it has none."""
+    def external_id(self, record: Any) -> str | None:
+        """The record's id as text, or None when it has no usable one."""
         if isinstance(record, Mapping):
             value = record.get(self.id_field)
             if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
                 return str(value)
-        return f"#{position}"
+        return None
 
     def matches_schema(self, record: Any) -> bool:
         """Whether the record matches the collection's JSON Schema (the compiled check)."""

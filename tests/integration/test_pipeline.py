@@ -1,0 +1,314 @@
+"""The pipeline on real stores: ingest -> cluster -> entities (PostgreSQL + FalkorDB).
+
+Oracles: an in-memory run of the same core on the same vectors (no stores), a run
+without crashes, and the records themselves (every bad one named with its field).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.postgres, pytest.mark.graph]
+
+
+@pytest.fixture(scope="module")
+def settings_env(pg_url: str, falkordb_server: Any, tmp_path_factory: Any) -> dict[str, str]:
+    """ER_ variables for processes that share the test PostgreSQL and FalkorDB."""
+    from er.stores.sql import make_engine, upgrade
+
+    engine = make_engine(pg_url)
+    upgrade(engine)
+    engine.dispose()
+    password = falkordb_server.password
+    return {
+        "ER_DATABASE_URL": pg_url,
+        "ER_GRAPH_URL": f"falkordb://:{password}@127.0.0.1:{falkordb_server.port}",
+        "ER_DATA_DIR": str(tmp_path_factory.mktemp("er-data")),
+    }
+
+
+def _settings(env: dict[str, str], data_dir: Path | None = None) -> Any:
+    from er.config import Settings
+
+    return Settings(
+        database_url=env["ER_DATABASE_URL"],
+        graph_url=env["ER_GRAPH_URL"],
+        data_dir=data_dir or Path(env["ER_DATA_DIR"]),
+    )
+
+
+def _name() -> str:
+    return f"c{uuid.uuid4().hex[:8]}"
+
+
+def _ingest(settings: Any, collection: str, records: list[Any], batch: int, cluster: bool = True):
+    from er.pipeline import run_cluster, run_ingest
+
+    outs = []
+    for start in range(0, len(records), batch):
+        outs.append(
+            run_ingest(
+                settings,
+                collection=collection,
+                records=records[start : start + batch],
+                id_field="rec_id",
+                gold_field="entity",
+            )
+        )
+        if cluster:
+            run_cluster(settings, collection)
+    return outs
+
+
+def _snapshot(settings: Any, collection: str) -> dict[str, Any]:
+    """Everything a batch writes: the graph as of every batch, mention nodes, batch rows."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from er.pipeline import _stores
+    from er.stores.sql import Batch, Mention, find_collection
+
+    engine, graph = _stores(settings)
+    with Session(engine) as s:
+        coll = find_collection(s, collection)
+        mentions = s.execute(
+            select(Mention.external_id, Mention.node_id, Mention.batch_seq)
+            .where(Mention.collection_id == coll.id)
+            .order_by(Mention.external_id)
+        ).all()
+        batches = s.execute(
+            select(Batch.seq, Batch.status, Batch.n_accepted)
+            .where(Batch.collection_id == coll.id)
+            .order_by(Batch.seq)
+        ).all()
+    structures = {}
+    for seq, _, _ in batches:
+        st = graph.structure(collection, as_of=seq)
+        nodes = sorted(
+            (n["id"], n["size"], n["leaf"], n["level_lo"], n["level_hi"], round(n["score"] or 0, 6))
+            for n in st.nodes
+        )
+        structures[seq] = (nodes, st.edges.tolist())
+    return {
+        "mentions": [tuple(m) for m in mentions],
+        "batches": [tuple(b) for b in batches],
+        "structures": structures,
+        "stats": graph.stats(collection),
+    }
+
+
+@pytest.fixture(scope="module")
+def febrl() -> list[dict[str, str]]:
+    from er.demo import febrl_records
+
+    return febrl_records()[:1200]
+
+
+def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl) -> None:
+    from sqlalchemy.orm import Session
+
+    from er.cluster import MBSCC
+    from er.evaluation import cut_at_score
+    from er.featurize import FeaturizerConfig, featurize
+    from er.pipeline import DEFAULT_ENTITY_CUT, run_entities
+    from er.stores.sql import batch_mentions, find_collection, make_engine
+
+    settings, name = _settings(settings_env), _name()
+    _ingest(settings, name, febrl, batch=300)
+    exported = dict(run_entities(settings, name))
+    # the oracle: featurize the same batches and step MBSCC in memory, no stores
+    engine = make_engine(settings_env["ER_DATABASE_URL"])
+    with Session(engine) as s:
+        coll = find_collection(s, name)
+        cfg = FeaturizerConfig.from_json(coll.config["featurizer"])
+        batches = [batch_mentions(s, coll.id, seq) for seq in range(1, 5)]
+    engine.dispose()
+    core = MBSCC()
+    order = []
+    for rows in batches:
+        core.partial_fit(featurize([p for _, p in rows], cfg))
+        order += [ext for ext, _ in rows]
+    label = cut_at_score(core.hierarchy_, DEFAULT_ENTITY_CUT)
+    assert len(exported) == len(febrl) and None not in exported.values()
+    ours = _partition(order, [exported[e] for e in order])
+    theirs = _partition(order, label.tolist())
+    assert ours == theirs
+    assert 300 < len(ours) < 1200  # entities formed, not everything merged or apart
+
+
+def _partition(ids: list[str], labels: list[Any]) -> set[frozenset[str]]:
+    groups: dict[Any, set[str]] = {}
+    for i, lab in zip(ids, labels, strict=True):
+        groups.setdefault(lab, set()).add(i)
+    return {frozenset(g) for g in groups.values()}
+
+
+def test_a_redelivered_or_concurrent_cluster_applies_each_batch_once(settings_env, febrl) -> None:
+    from er.pipeline import run_cluster
+
+    settings = _settings(settings_env)
+    reference, name = _name(), _name()
+    _ingest(settings, reference, febrl[:600], batch=200)
+    _ingest(settings, name, febrl[:600], batch=200, cluster=False)  # three pending batches
+    reports: list[Any] = []
+    workers = [
+        threading.Thread(target=lambda: reports.extend(run_cluster(settings, name)))
+        for _ in range(2)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sorted(r["batch_seq"] for r in reports) == [1, 2, 3]  # the writer lock: once each
+    assert run_cluster(settings, name) == []  # the same message again: nothing left to do
+    assert _snapshot(settings, name)["structures"] == _snapshot(settings, reference)["structures"]
+
+
+CRASH = textwrap.dedent(
+    """
+    import os, signal, sys, pickle
+    import er.pipeline as p
+    from er.config import Settings
+    where = sys.argv[2]
+    if where == "graph":
+        from er.stores.graph._falkordb import FalkorDBStore
+        original = FalkorDBStore._write
+        def write(self, parts, params):
+            if params.get("seq") == 2:
+                # half of the statements reach the server, then the worker dies
+                original(self, parts[: max(1, len(parts) // 2)], params)
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(self, parts, params)
+        FalkorDBStore._write = write
+    else:
+        original = pickle.dump
+        def dump(obj, f, protocol=None):
+            if getattr(obj, "seq", 0) == 2:
+                f.write(pickle.dumps(obj)[:1000])  # a torn temp file, then death
+                f.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(obj, f, protocol=protocol)
+        pickle.dump = dump
+    p.run_cluster(Settings(), sys.argv[1])
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["graph", "checkpoint"])
+def test_kill_9_mid_batch_then_restart_equals_a_run_without_crash(
+    settings_env, febrl, tmp_path, where
+) -> None:
+    settings = _settings(settings_env, data_dir=tmp_path)
+    reference, name = _name(), _name()
+    _ingest(settings, reference, febrl[:600], batch=200)
+    _ingest(settings, name, febrl[:600], batch=200, cluster=False)
+    env = {**os.environ, **settings_env, "ER_DATA_DIR": str(tmp_path)}
+    died = subprocess.run(
+        [sys.executable, "-c", CRASH, name, where], env=env, capture_output=True, text=True
+    )
+    assert died.returncode == -signal.SIGKILL, died.stderr
+    from er.pipeline import run_cluster
+
+    assert [r["batch_seq"] for r in run_cluster(settings, name)] == [2, 3]
+    ours, theirs = _snapshot(settings, name), _snapshot(settings, reference)
+    assert ours == theirs
+
+
+def _er(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "er.cli", *args],
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("ER_")}, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_bad_records_land_in_rejected_records_and_the_rest_resolve(settings_env, tmp_path) -> None:
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from er.stores.sql import RejectedRecord, find_collection, make_engine
+
+    good = [{"rec_id": f"g{i}", "name": f"anna smith {i % 7}", "city": "perth"} for i in range(40)]
+    lines = [json.dumps(r) for r in good[:20]]
+    lines += [
+        json.dumps({"name": "no id"}),
+        json.dumps({"rec_id": "wrongtype", "name": {"first": "a"}}),
+        json.dumps({"rec_id": "huge", "name": "x" * 5000}),
+        '{"rec_id": "broken", "name": ',
+        json.dumps({"rec_id": "g3", "name": "another payload", "city": "perth"}),
+        json.dumps({"rec_id": "nan", "name": "a"}).replace('"a"', "NaN"),
+    ]
+    raw = ("\n".join(lines) + "\n").encode() + b'{"rec_id": "latin", "name": "caf\xe9"}\n'
+    raw += ("\n".join(json.dumps(r) for r in good[20:]) + "\n").encode()
+    path = tmp_path / "people.jsonl"
+    path.write_bytes(raw)
+    env = {**settings_env, "ER_DATA_DIR": str(tmp_path)}
+    name = _name()
+    done = _er(env, "ingest", str(path), "--collection", name, "--id-field", "rec_id", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (summary["accepted"], summary["rejected"]) == (40, 7)
+    assert "40 accepted" in done.stderr and "7 rejected" in done.stderr
+    engine = make_engine(settings_env["ER_DATABASE_URL"])
+    with Session(engine) as s:
+        coll = find_collection(s, name)
+        reasons = sorted(
+            s.scalars(select(RejectedRecord.reason).where(RejectedRecord.collection_id == coll.id))
+        )
+    engine.dispose()
+    expected = [
+        "people.jsonl line 24: malformed JSON",
+        "people.jsonl line 26: non-finite number NaN",
+        "people.jsonl line 27: not valid UTF-8",
+        "people.jsonl line 21: field 'rec_id': required field is missing",
+        "record 'g3': the same id appears twice in this batch with different payloads",
+        "record 'huge': field 'name': longer than 1000 characters",
+        "record 'wrongtype': field 'name': expected string",
+    ]
+    assert len(reasons) == len(expected)
+    for reason, start in zip(reasons, sorted(expected), strict=True):
+        assert reason.startswith(start), reason
+    export = _er(env, "export", "entities", "--collection", name)
+    rows = export.stdout.strip().splitlines()[1:]
+    assert len(rows) == 40 and all(r.split(",")[1] for r in rows)  # every good one resolved
+    status = json.loads(_er(env, "status", "--collection", name, "--json").stdout)[0]
+    assert status["mentions"] == 40 and status["rejected"] == 7
+    assert status["batches"] == {"done": 1} and status["lag_s"] == 0.0
+
+
+def test_a_vector_collection_rejects_wrong_lengths_and_a_changed_payload(settings_env) -> None:
+    settings, name = _settings(settings_env), _name()
+    from er.pipeline import run_cluster, run_ingest
+
+    rng = np.random.default_rng(0)
+    recs = [{"id": i, "vector": rng.normal(size=4).tolist()} for i in range(30)]
+    first = run_ingest(settings, collection=name, records=recs)
+    assert (first["accepted"], first["rejected"]) == (30, 0)
+    run_cluster(settings, name)
+    again = run_ingest(
+        settings,
+        collection=name,
+        records=[recs[0], {"id": 1, "vector": [1, 2, 3, 4]}, {"id": 99, "vector": [1, 2]}],
+    )
+    assert (again["accepted"], again["duplicates"], again["rejected"]) == (0, 1, 2)
+    assert any(
+        "record '1': already ingested with a different payload" in r for r in again["reasons"]
+    )
+    assert any(
+        "record '99': field 'vector': has 2 numbers, expected 4" in r for r in again["reasons"]
+    )
