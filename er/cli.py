@@ -375,8 +375,12 @@ def _ingest_queued(
     settings: Any, args: argparse.Namespace, common: dict[str, Any], chunks: Any
 ) -> dict[str, Any]:
     """ER_BROKER_URL set: queue one er.ingest task per batch; --wait for them to resolve."""
+    from er.stores.sql import upgrade
     from workers.tasks import ingest
 
+    engine = _database(settings)  # --wait reads the batches; the schema must be there
+    upgrade(engine)
+    engine.dispose()
     results = [
         ingest.apply_async(
             kwargs={**common, "records": c.records, "rejects": c.rejects, "where": c.where}
@@ -388,13 +392,24 @@ def _ingest_queued(
         sys.stdout.write(f"{r.id}\n")
     if not args.wait:
         return {"collection": args.collection, "queued": [r.id for r in results]}
-    outs = [r.get(timeout=args.timeout, propagate=True) for r in results]
+    outs = [_task_result(r, args.timeout) for r in results]
     seqs = {o["batch_seq"] for o in outs}
     _wait_resolved(settings, args.collection, seqs, args.timeout)
     totals = {k: sum(o[k] for o in outs) for k in ("accepted", "duplicates", "rejected")}
     reasons = [x for o in outs for x in o["reasons"]]
     _print_ingest(args.collection, {"batches": len(outs), **totals}, reasons)
     return {"collection": args.collection, "batch_seqs": sorted(seqs), **totals}
+
+
+def _task_result(result: Any, timeout: float) -> Any:
+    """A task's return value; its failure as one line (the worker logs the traceback)."""
+    try:
+        return result.get(timeout=timeout, propagate=True)
+    except Exception as exc:  # Celery re-raises the worker's exception type here
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ERError(
+            f"task {result.id} failed in the worker: {type(exc).__name__}: {first}"
+        ) from None
 
 
 def _wait_resolved(settings: Any, collection: str, seqs: set[int], timeout: float) -> None:
@@ -573,7 +588,9 @@ def _celery(*argv: str) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from workers.app import CLUSTER_QUEUE
 
-    _broker(_settings())
+    settings = _settings()
+    _broker(settings)
+    cmd_init(args)  # the stores' schemas, before the first task
     queues = ["celery", CLUSTER_QUEUE, *(f"er.{c}" for c in args.collection or [])]
     return _celery("worker", "--loglevel", "INFO", "--pool", "solo", "-Q", ",".join(queues))
 

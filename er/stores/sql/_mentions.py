@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, func, select, update
-from sqlalchemy.dialects import sqlite
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from er.stores.sql._models import Collection, Mention
@@ -22,14 +22,22 @@ __all__ = ["count_mentions", "get_or_create_collection", "upsert_mentions"]
 def get_or_create_collection(
     session: Session, name: str, config: Mapping[str, Any] | None = None
 ) -> Collection:
-    """Return the collection called ``name``, creating it with ``config`` if absent."""
+    """Return the collection called ``name``, creating it with ``config`` if absent.
+
+    Safe when several processes create the same collection at once: the insert skips
+    on conflict and everyone reads the one row.
+    """
     found = session.scalar(select(Collection).where(Collection.name == name))
     if found is not None:
         return found
-    created = Collection(name=name, config=dict(config or {}))
-    session.add(created)
-    session.flush()
-    return created
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    session.execute(
+        insert(Collection)
+        .values(name=name, config=dict(config or {}))
+        .on_conflict_do_nothing(index_elements=["name"])
+    )
+    return session.scalars(select(Collection).where(Collection.name == name)).one()
 
 
 def _insert_for(session: Session) -> Any:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 
 # migrations/ ships inside the package as er._migrations (see setup.py).
 _MIGRATIONS = Path(str(resources.files("er._migrations")))
+_MIGRATION_LOCK = 0x6572_0001  # advisory lock key of schema upgrades
 
 
 def make_engine(url: str) -> Engine:
@@ -38,8 +42,38 @@ def alembic_config(engine: Engine | None = None) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Upgrade the relational schema of ``engine`` to ``revision``."""
-    command.upgrade(alembic_config(engine), revision)
+    """Upgrade the relational schema of ``engine`` to ``revision``.
+
+    Safe to run from several processes at once (workers starting together): they
+    take turns under a lock, and the later ones find nothing to do.
+    """
+    with _migration_lock(engine):
+        command.upgrade(alembic_config(engine), revision)
+
+
+@contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    """PostgreSQL: a session advisory lock; SQLite: an flock beside the database file."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:a, 0)"), {"a": _MIGRATION_LOCK})
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:a, 0)"), {"a": _MIGRATION_LOCK})
+                conn.commit()
+        return
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        yield
+        return
+    with open(f"{database}.migrate.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:

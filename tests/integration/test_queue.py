@@ -1,0 +1,122 @@
+"""End to end through the queue: real Redis, real `er worker` processes, `er ingest --wait`.
+
+The oracle is the in-process run of the same file (no broker) and the FEBRL3 gold ids.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.celery, pytest.mark.postgres, pytest.mark.graph, pytest.mark.slow]
+
+
+def _env(base: dict[str, str], **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
+    return {**env, **base, **extra}
+
+
+def _er(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "er.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _entities(env: dict[str, str], collection: str) -> dict[str, str]:
+    done = _er(env, "export", "entities", "--collection", collection)
+    assert done.returncode == 0, done.stderr
+    return dict(line.split(",") for line in done.stdout.strip().splitlines()[1:])
+
+
+def _partition(entity: dict[str, str]) -> set[frozenset[str]]:
+    groups: dict[str, set[str]] = {}
+    for ext, ent in entity.items():
+        groups.setdefault(ent, set()).add(ext)
+    return {frozenset(g) for g in groups.values()}
+
+
+@pytest.fixture(scope="module")
+def febrl_csv(tmp_path_factory: Any) -> Path:
+    from er.demo import febrl_records
+
+    rows = febrl_records()
+    path = tmp_path_factory.mktemp("febrl") / "febrl3.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def test_febrl3_through_redis_and_two_workers_equals_the_in_process_run(
+    pg_url: str, falkordb_server: Any, tmp_path: Path, febrl_csv: Path
+) -> None:
+    from er.demo import febrl_records
+    from er.evaluation import bcubed, pairwise_prf
+
+    stores = {
+        "ER_DATABASE_URL": pg_url,
+        "ER_GRAPH_URL": f"falkordb://:{falkordb_server.password}@127.0.0.1:{falkordb_server.port}",
+        "ER_DATA_DIR": str(tmp_path / "data"),
+    }
+    db = 1 + uuid.uuid4().int % 15  # a Redis database of its own
+    queued = _env(stores, ER_BROKER_URL=f"redis://127.0.0.1:6379/{db}")
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "er.cli", "worker"],
+            env=queued,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    args = ["--id-field", "rec_id", "--gold-field", "entity", "--batch-size", "500", "--json"]
+    try:
+        done = _er(queued, "ingest", str(febrl_csv), "--collection", "q", *args, "--wait")
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout.strip().splitlines()[-1])
+        assert summary["batch_seqs"] == list(range(1, 11)) and summary["accepted"] == 5000
+        stats = _er(queued, "query", "stats", "--collection", "q").stdout
+        # the same er.cluster message delivered twice more: nothing left to apply
+        from celery import Celery
+
+        app = Celery(broker=queued["ER_BROKER_URL"], backend=queued["ER_BROKER_URL"])
+        again = [app.send_task("er.cluster", kwargs={"collection": "q"}, queue="er.cluster")]
+        again.append(app.send_task("er.cluster", kwargs={"collection": "q"}, queue="er.cluster"))
+        assert [r.get(timeout=120) for r in again] == [[], []]
+        assert _er(queued, "query", "stats", "--collection", "q").stdout == stats
+        status = json.loads(_er(queued, "status", "--collection", "q", "--json").stdout)[0]
+        assert status["batches"] == {"done": 10} and status["mentions"] == 5000
+    finally:
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            try:
+                w.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+        import redis
+
+        redis.Redis(host="127.0.0.1", port=6379, db=db).flushdb()
+    in_process = _env(stores, ER_DATA_DIR=str(tmp_path / "local"))
+    local = _er(in_process, "ingest", str(febrl_csv), "--collection", "local", *args)
+    assert local.returncode == 0, local.stderr
+    ours, theirs = _entities(queued, "q"), _entities(in_process, "local")
+    assert _partition(ours) == _partition(theirs)
+    gold = {r["rec_id"]: r["entity"] for r in febrl_records()}
+    ids = sorted(ours)
+    pred, truth = [ours[i] for i in ids], [gold[i] for i in ids]
+    assert pairwise_prf(truth, pred)[2] >= 0.998 and bcubed(truth, pred)[2] >= 0.998
