@@ -123,6 +123,26 @@ def test_a_second_owner_gets_a_clear_error_not_a_second_server(tmp_path: Path) -
         pass
 
 
+def test_a_second_er_process_shares_the_owners_server(tmp_path: Path) -> None:
+    """`er worker` owns the data dir's server; `er export` or `er query` beside it
+    connect to it (port from the lock, the data dir's password) instead of failing."""
+    from er.stores.graph import open_graph_store
+
+    proc, server_pid, port = _spawn_owner(tmp_path, "wait")
+    try:
+        _owner_client(tmp_path, port).select_graph("er").query("CREATE (:Node {id: 3})")
+        with open_graph_store("falkordb+embedded://", data_dir=tmp_path) as store:
+            rows = store._read("MATCH (n:Node) RETURN n.id AS id", {})
+        assert rows == [{"id": 3}]
+        assert [p.pid for p in _servers_for(tmp_path)] == [server_pid]  # no second server
+        assert EmbeddedFalkorDB.running(tmp_path) is not None
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert _gone(server_pid)
+    assert EmbeddedFalkorDB.running(tmp_path, timeout=0) is None
+
+
 @pytest.mark.parametrize("ending", ["exit", "SIGTERM", "SIGKILL"])
 def test_no_orphan_server_after_er_ends(tmp_path: Path, ending: str) -> None:
     proc, server_pid, _ = _spawn_owner(tmp_path, "exit" if ending == "exit" else "wait")

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from er.exceptions import ConfigError, StoreError
+from er.exceptions import ConfigError, DataDirLockedError, StoreError
 from er.stores.graph._base import GraphStore
 
 __all__ = ["open_graph_store"]
+
+logger = logging.getLogger(__name__)
 
 _SCHEMES = ("falkordb+embedded", "falkordb", "neo4j", "neo4j+s", "bolt", "bolt+s")
 
@@ -49,12 +52,10 @@ def _falkordb(
 ) -> GraphStore:
     from falkordb import FalkorDB
 
-    from er.stores.graph._embedded import EmbeddedFalkorDB
     from er.stores.graph._falkordb import FalkorDBStore
 
     if scheme == "falkordb+embedded":
-        server = stack.enter_context(EmbeddedFalkorDB(data_dir))
-        host, port, password = "127.0.0.1", server.port, server.password
+        host, port, password = "127.0.0.1", *_embedded(data_dir, stack)
     else:  # falkordb://[:password@]host:port
         parts = urlsplit(url)
         host, port, password = parts.hostname or "127.0.0.1", parts.port or 6379, parts.password
@@ -67,6 +68,26 @@ def _falkordb(
             f"cannot reach FalkorDB at {host}:{port} (ER_GRAPH_URL): {_first_line(exc)}"
         ) from None
     return FalkorDBStore(db.select_graph(graph))
+
+
+def _embedded(data_dir: Path | str, stack: ExitStack) -> tuple[int, str | None]:
+    """Start the data dir's FalkorDB, or share the one another er process runs.
+
+    The first er process on a data dir owns the server (and stops it when it exits);
+    the others (``er worker`` beside ``er ingest``, ``er export``, ``er query``)
+    connect to the port the owner recorded, with the data dir's password.
+    """
+    from er.stores.graph._embedded import EmbeddedFalkorDB
+
+    try:
+        server = stack.enter_context(EmbeddedFalkorDB(data_dir))
+    except DataDirLockedError:
+        shared = EmbeddedFalkorDB.running(data_dir)
+        if shared is None:
+            raise
+        logger.info("sharing the embedded FalkorDB on 127.0.0.1:%d", shared[0])
+        return shared
+    return int(server.port or 0), server.password
 
 
 def _neo4j(

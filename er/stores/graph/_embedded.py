@@ -266,6 +266,34 @@ class EmbeddedFalkorDB:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
+    @staticmethod
+    def running(data_dir: Path | str, timeout: float = 10.0) -> tuple[int, str | None] | None:
+        """Port and password of the server another er process runs for ``data_dir``.
+
+        None when no process owns the data dir. Waits up to ``timeout`` seconds for
+        an owner that is still starting (it records its port once the server answers).
+        """
+        folder = Path(data_dir).resolve() / "falkordb"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with (folder / "server.lock").open("a+") as lock:
+                    try:
+                        fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                        return None  # nobody holds it
+                    except BlockingIOError:
+                        lock.seek(0)
+                        owner = json.loads(lock.read() or "{}")
+            except (OSError, json.JSONDecodeError):
+                owner = {}
+            if owner.get("port"):
+                secret = folder / "password"
+                password = secret.read_text().strip() if secret.exists() else None
+                return int(owner["port"]), password
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.1)
+
     # -- helpers --------------------------------------------------------------------
     def _take_lock(self) -> dict[str, int]:
         """Take the data dir's lock; return what the previous owner recorded in it."""
