@@ -1,0 +1,114 @@
+"""GRINCH variants side by side: DP and time on digits, the hard mixture, GRINCH's set.
+
+    python bench/bench_grinch.py                       # the whole table (issue #7.2)
+    python bench/bench_grinch.py --data digits --variants leaf ancestors
+
+Digits come as bench_cluster.py prepares them (centred) and raw (``digits-raw``, as
+sklearn ships them: the issue's figures), each in file order and in three seeded
+shuffles. The peer is fastcluster's average linkage on cosine distances, run in the
+same process on the same rows. Times are wall seconds of ``fit`` alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from typing import Any
+
+import numpy as np
+
+from bench_cluster import load, run_hac
+
+# Every variant the issue asks for: per-ancestor grafting (Alg. 8 as written) or one
+# graft search per inserted point (the authors' codes), with and without restructure,
+# with er's step caps and the paper's approximations, and with the authors' size caps.
+PAPER_APPROX = {
+    "rotate_cap": 100,
+    "graft_cap": 100,
+    "restruct_cap": 100,
+    "single_elimination": True,
+    "graft_candidates": 50,
+}
+# Every variant but "default" names size_cap, so the rows do not move with defaults.
+NOCAP = {"size_cap": None}
+VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "greedy": {"mode": "greedy"},
+    "rotate": {"mode": "rotate", **NOCAP},
+    "rotate-size100": {"mode": "rotate", "size_cap": 100},
+    "leaf": {"graft_from": "leaf", **NOCAP},
+    "leaf-norestruct": {"graft_from": "leaf", "restructure": False, **NOCAP},
+    "leaf-size100": {"graft_from": "leaf", "size_cap": 100},
+    "leaf-size100-norestruct": {"graft_from": "leaf", "size_cap": 100, "restructure": False},
+    "ancestors": {"graft_from": "ancestors", **NOCAP},
+    "ancestors-norestruct": {"graft_from": "ancestors", "restructure": False, **NOCAP},
+    "ancestors-steps10": {"graft_from": "ancestors", "graft_cap": 10, **NOCAP},
+    "ancestors-approx": {"graft_from": "ancestors", **PAPER_APPROX, **NOCAP},
+    "ancestors-size100": {"graft_from": "ancestors", "size_cap": 100},
+}
+# (data name, n, order seeds: -1 is file order)
+DATA = {
+    "digits": ("digits", None, [-1, 0, 1, 2]),
+    "digits-raw": ("digits-raw", None, [-1, 0, 1, 2]),
+    "hard": ("hard", 5_000, [-1]),
+    "grinch_synthetic": ("grinch_synthetic", None, [-1]),
+}
+
+
+def _load(name: str, n: int | None) -> tuple[Any, np.ndarray]:
+    if name == "digits-raw":
+        from sklearn.datasets import load_digits
+
+        X, y = load_digits(return_X_y=True)
+        return X.astype(np.float32), y
+    return load(name, n)
+
+
+def _run(params: dict[str, Any], X: Any, y: np.ndarray) -> dict[str, Any]:
+    from er.cluster import Grinch
+    from er.evaluation import dendrogram_purity
+
+    start = time.perf_counter()
+    g = Grinch(**params).fit(X)
+    seconds = time.perf_counter() - start
+    return {
+        "dp": round(dendrogram_purity(g.hierarchy_, y), 4),
+        "s": round(seconds, 2),
+        "grafts": g.stats_["grafts"],
+        "swaps": g.stats_["restructures"],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", nargs="+", default=list(DATA), choices=list(DATA))
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    ap.add_argument("--no-hac", dest="hac", action="store_false")
+    args = ap.parse_args()
+    print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
+    from er.evaluation import dendrogram_purity
+
+    for key in args.data:
+        name, n, seeds = DATA[key]
+        X0, y0 = _load(name, n)
+        for seed in seeds:
+            order = (
+                np.arange(len(y0)) if seed < 0 else np.random.default_rng(seed).permutation(len(y0))
+            )
+            X, y = X0[order], y0[order]
+            row: dict[str, Any] = {"data": key, "n": int(len(y)), "order": seed}
+            if args.hac:
+                start = time.perf_counter()
+                row["hac"] = {
+                    "dp": round(dendrogram_purity(run_hac(X), y), 4),
+                    "s": round(time.perf_counter() - start, 2),
+                }
+            for v in args.variants:
+                row[v] = _run(VARIANTS[v], X, y)
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
