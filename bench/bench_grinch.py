@@ -18,7 +18,6 @@ import time
 from typing import Any
 
 import numpy as np
-
 from bench_cluster import load, run_hac
 
 # Every variant the issue asks for: per-ancestor grafting (Alg. 8 as written) or one
@@ -98,7 +97,7 @@ def main() -> None:
                 np.arange(len(y0)) if seed < 0 else np.random.default_rng(seed).permutation(len(y0))
             )
             X, y = X0[order], y0[order]
-            row: dict[str, Any] = {"data": key, "n": int(len(y)), "order": seed}
+            row: dict[str, Any] = {"data": key, "n": len(y), "order": seed}
             if args.hac:
                 start = time.perf_counter()
                 row["hac"] = {
