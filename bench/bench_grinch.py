@@ -2,6 +2,7 @@
 
     python bench/bench_grinch.py                       # the whole table (issue #7.2)
     python bench/bench_grinch.py --data digits --variants leaf ancestors
+    python bench/bench_grinch.py --graft-sizes      # which grafts hurt, on digits
 
 Digits come as bench_cluster.py prepares them (centred) and raw (``digits-raw``, as
 sklearn ships them: the issue's figures), each in file order and in three seeded
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from bench_cluster import load, run_hac
+from numpy.typing import NDArray
 
 # Every variant the issue asks for: per-ancestor grafting (Alg. 8 as written) or one
 # graft search per inserted point (the authors' codes), with and without restructure,
@@ -80,13 +82,50 @@ def _run(params: dict[str, Any], X: Any, y: np.ndarray) -> dict[str, Any]:
     }
 
 
+def graft_sizes() -> None:
+    """Per-ancestor grafting on digits (file order): label agreement of each graft.
+
+    For every graft of L next to V: the share of L's points carrying V's majority label,
+    and V's purity, grouped by the size of V.
+    """
+    from er.cluster import Grinch
+
+    class _Logged(Grinch):
+        def _apply_graft(self, v: int, l: int) -> int:  # noqa: E741
+            pv, pl = self._point_list(v), self._point_list(l)
+            major = np.bincount(self.labels[pv]).argmax()
+            agree = float(np.mean(self.labels[pl] == major))
+            self.log.append((len(pv), agree, float(np.mean(self.labels[pv] == major))))
+            return super()._apply_graft(v, l)
+
+        def _point_list(self, v: int) -> NDArray[np.int64]:
+            return np.flatnonzero(self._points_under(v))
+
+    for key in ("digits-raw", "digits"):
+        X, y = _load(key, None)
+        g = _Logged(graft_from="ancestors", size_cap=None)
+        g.labels, g.log = y, []
+        g.fit(X)
+        log = np.array(g.log)
+        for lo, hi in ((1, 10), (11, 100), (101, len(y))):
+            m = (log[:, 0] >= lo) & (log[:, 0] <= hi)
+            row = {"data": key, "V points": f"{lo}-{hi}", "grafts": int(m.sum())}
+            row["L in V's majority"] = round(float(log[m, 1].mean()), 3)
+            row["V purity"] = round(float(log[m, 2].mean()), 3)
+            print(json.dumps(row), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", nargs="+", default=list(DATA), choices=list(DATA))
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     ap.add_argument("--no-hac", dest="hac", action="store_false")
+    ap.add_argument("--graft-sizes", action="store_true", help="the graft diagnostic only")
     args = ap.parse_args()
     print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
+    if args.graft_sizes:
+        graft_sizes()
+        return
     from er.evaluation import dendrogram_purity
 
     for key in args.data:
