@@ -43,10 +43,10 @@ class Grinch:
     graft_from : {"leaf", "ancestors"}, default "leaf"
         ``ancestors``: a graft search from every ancestor of the new point, as Alg. 8
         reads. ``leaf``: one graft search per inserted point, from the new point's
-        parent, as the authors' Scala and Python codes do. On digits, the hard mixture
-        and the GRINCH synthetic set ``leaf`` is both better and faster
-        (bench/RESULTS.md, "GRINCH variants"): grafts from large ancestors attach
-        points to mixed clusters by centroid similarity and lower purity.
+        parent, as the authors' Scala and Python codes do. ``leaf`` is the better on
+        digits and 3-10x faster; ``ancestors`` the better on the hard mixture and the
+        GRINCH synthetic set (bench/RESULTS.md, "GRINCH variants"). Without a size cap,
+        grafts onto large ancestors mostly move points into mixed clusters.
     restructure : bool, default True
         Run Alg. 7 after each successful graft (the authors' Python code does not).
     rotate_cap, graft_cap, restruct_cap : int or None, default None
@@ -87,7 +87,7 @@ class Grinch:
     >>> import numpy as np
     >>> X = np.array([[1, 0], [0, 1], [0.9, 0.1], [0.1, 0.9]], dtype=np.float32)
     >>> Grinch().fit(X).hierarchy_.cut(1).tolist()
-    [4, 5, 4, 5]
+    [5, 6, 5, 6]
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
@@ -173,7 +173,7 @@ class Grinch:
         self._sparse = is_sparse
         self._points: Any = sparse.csr_array((0, dim)) if is_sparse else np.zeros((0, dim))
         self._leaf_of: list[int] = []
-        self._outside: tuple[int, NDArray[np.bool_]] | None = None  # see _points_under
+        self._under_cache: tuple[int, NDArray[np.bool_]] | None = None  # see _points_under
         self.n_points_ = 0
         self.stats_ = {"rotations": 0, "graft_attempts": 0, "grafts": 0, "restructures": 0}
 
@@ -227,7 +227,7 @@ class Grinch:
     def _graft_from(self, x: int) -> None:
         t = self._tree
         v, steps = int(t.parent[x]), 0
-        self._outside = None  # no cached leaf set yet for this point
+        self._under_cache = None  # the cache holds one point's path only
         if self.graft_from == "leaf":
             # The authors' codes: one graft search per inserted point, from x's parent.
             if v != t.root:
@@ -270,8 +270,8 @@ class Grinch:
         siblings on the path up to v: O(n) per inserted point instead of O(n) per graft.
         """
         t, n = self._tree, len(self._leaf_of)
-        cached = self._outside
-        if cached is not None and cached[0] != v and t.is_ancestor(v, cached[0]):
+        cached = self._under_cache
+        if cached is not None and t.is_ancestor(v, cached[0]):
             mask, a = cached[1], cached[0]
             while a != v:
                 self._mark_points(t.sib(a), mask)
@@ -279,7 +279,7 @@ class Grinch:
         else:
             mask = np.zeros(n, bool)
             self._mark_points(v, mask)
-        self._outside = (v, mask)
+        self._under_cache = (v, mask)
         return mask
 
     def _mark_points(self, v: int, mask: NDArray[np.bool_]) -> None:
@@ -334,7 +334,7 @@ class Grinch:
         z = t.sib(l)
         t.detach(l)
         t.attach_as_sibling(l, v)
-        self._outside = None  # the leaf sets changed
+        self._under_cache = None  # the leaf sets changed
         self.stats_["grafts"] += 1
         return z
 
@@ -368,7 +368,7 @@ class Grinch:
     def _apply_swap(self, s: int, m: int) -> None:
         """Exchange z's sibling s with its better-matching aunt m (Alg. 7, line 7)."""
         self._tree.swap(s, m)
-        self._outside = None
+        self._under_cache = None
         self.stats_["restructures"] += 1
 
     # -- outputs ------------------------------------------------------------------------------
