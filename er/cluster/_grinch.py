@@ -2,8 +2,10 @@
 
 Points arrive one at a time (``partial_fit`` takes a batch and inserts its rows in
 order). Each point is added next to its nearest leaf, rotated up while its would-be
-sibling prefers its aunt (Alg. 5), then grafts are tried from each ancestor (Alg. 6),
-each successful graft followed by a restructure (Alg. 7); Alg. 8 ties them together.
+sibling prefers its aunt (Alg. 5), then grafts are tried (Alg. 6), each successful
+graft followed by a restructure (Alg. 7). Alg. 8 tries a graft from every ancestor of
+the new point (``graft_from="ancestors"``); both of the authors' codes make one graft
+search per inserted point, from the new point's parent (``graft_from="leaf"``).
 The linkage is centroid cosine: every node keeps the sum of its leaves' unit vectors.
 
 References
@@ -38,9 +40,26 @@ class Grinch:
     mode : {"grinch", "rotate", "greedy"}, default "grinch"
         ``greedy`` inserts next to the nearest leaf; ``rotate`` adds rotations
         (Alg. 5); ``grinch`` adds grafts and restructures (Alg. 8).
+    graft_from : {"leaf", "ancestors"}, default "leaf"
+        ``ancestors``: a graft search from every ancestor of the new point, as Alg. 8
+        reads. ``leaf``: one graft search per inserted point, from the new point's
+        parent, as the authors' Scala and Python codes do. ``leaf`` is the better on
+        digits and 3-10x faster; ``ancestors`` the better on the hard mixture and the
+        GRINCH synthetic set (bench/RESULTS.md, "GRINCH variants"). Without a size cap,
+        grafts onto large ancestors mostly move points into mixed clusters.
+    restructure : bool, default True
+        Run Alg. 7 after each successful graft (the authors' Python code does not).
     rotate_cap, graft_cap, restruct_cap : int or None, default None
         Approximation (§3.5.2, capping): at most this many steps up the tree for
         rotations, graft attempts and restructure swaps. None: no cap.
+    size_cap : int or None, default 100
+        Capping (§3.5.2: no rearrangement "above a height") as the authors' codes cap,
+        by node size, with their value 100: no rotation climbs into, and no graft or
+        restructure moves or climbs to, a node of more than this many points. None: no
+        cap. The centroid of a large node points near the mean of all the data, close
+        to everything when features are not centred (raw digits), so uncapped
+        rotations lift points out of their clusters towards the root; on raw digits
+        ROTATE falls below GREEDY without the cap (bench/RESULTS.md).
     single_elimination : bool, default False
         Approximation (§3.5.2): stop grafting from a point once both sides of an
         attempt prefer their current siblings.
@@ -68,14 +87,17 @@ class Grinch:
     >>> import numpy as np
     >>> X = np.array([[1, 0], [0, 1], [0.9, 0.1], [0.1, 0.9]], dtype=np.float32)
     >>> Grinch().fit(X).hierarchy_.cut(1).tolist()
-    [4, 5, 4, 5]
+    [5, 6, 5, 6]
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "mode": [Options(("grinch", "rotate", "greedy"))],
+        "graft_from": [Options(("leaf", "ancestors"))],
+        "restructure": [Options((True, False))],
         "rotate_cap": [Interval(int, 1, None), NONE],
         "graft_cap": [Interval(int, 1, None), NONE],
         "restruct_cap": [Interval(int, 1, None), NONE],
+        "size_cap": [Interval(int, 1, None), NONE],
         "single_elimination": [Options((True, False))],
         "graft_candidates": [Interval(int, 1, None), NONE],
     }
@@ -85,16 +107,22 @@ class Grinch:
         self,
         *,
         mode: str = "grinch",
+        graft_from: str = "leaf",
+        restructure: bool = True,
         rotate_cap: int | None = None,
         graft_cap: int | None = None,
         restruct_cap: int | None = None,
+        size_cap: int | None = 100,
         single_elimination: bool = False,
         graft_candidates: int | None = None,
     ) -> None:
         self.mode = mode
+        self.graft_from = graft_from
+        self.restructure = restructure
         self.rotate_cap = rotate_cap
         self.graft_cap = graft_cap
         self.restruct_cap = restruct_cap
+        self.size_cap = size_cap
         self.single_elimination = single_elimination
         self.graft_candidates = graft_candidates
 
@@ -145,6 +173,7 @@ class Grinch:
         self._sparse = is_sparse
         self._points: Any = sparse.csr_array((0, dim)) if is_sparse else np.zeros((0, dim))
         self._leaf_of: list[int] = []
+        self._under_cache: tuple[int, NDArray[np.bool_]] | None = None  # see _points_under
         self.n_points_ = 0
         self.stats_ = {"rotations": 0, "graft_attempts": 0, "grafts": 0, "restructures": 0}
 
@@ -183,17 +212,31 @@ class Grinch:
         while v != t.root and t.f(v, x) < t.f(v, t.sib(v)):
             if self.rotate_cap is not None and steps >= self.rotate_cap:
                 break
+            if self._too_big(int(t.parent[v])):
+                break
             v = int(t.parent[v])
             steps += 1
             self.stats_["rotations"] += 1
         return v
 
+    def _too_big(self, v: int) -> bool:
+        """True if the size cap forbids moving v or climbing to it."""
+        return self.size_cap is not None and int(self._tree.count[v]) > self.size_cap
+
     # -- grafting (Alg. 6, 8) -----------------------------------------------------------------
     def _graft_from(self, x: int) -> None:
         t = self._tree
         v, steps = int(t.parent[x]), 0
+        self._under_cache = None  # the cache holds one point's path only
+        if self.graft_from == "leaf":
+            # The authors' codes: one graft search per inserted point, from x's parent.
+            if v != t.root:
+                self._graft(v)
+            return
         while v != _NONE and v != t.root:
             if self.graft_cap is not None and steps >= self.graft_cap:
+                return
+            if self._too_big(v):
                 return
             nxt, stop = self._graft(v)
             if stop:
@@ -219,15 +262,36 @@ class Grinch:
         j = int(np.argmax(sims))
         return self._leaf_of[j] if np.isfinite(sims[j]) else _NONE
 
-    def _points_under(self, v: int) -> list[int]:
-        t, out, stack = self._tree, [], [v]
+    def _points_under(self, v: int) -> NDArray[np.bool_]:
+        """(n_points,) mask of the points under v.
+
+        Grafting from every ancestor asks this of nested nodes, so the mask of the last
+        node asked is kept while the tree is unchanged, and grown by the leaves of the
+        siblings on the path up to v: O(n) per inserted point instead of O(n) per graft.
+        """
+        t, n = self._tree, len(self._leaf_of)
+        cached = self._under_cache
+        if cached is not None and t.is_ancestor(v, cached[0]):
+            mask, a = cached[1], cached[0]
+            while a != v:
+                self._mark_points(t.sib(a), mask)
+                a = int(t.parent[a])
+        else:
+            mask = np.zeros(n, bool)
+            self._mark_points(v, mask)
+        self._under_cache = (v, mask)
+        return mask
+
+    def _mark_points(self, v: int, mask: NDArray[np.bool_]) -> None:
+        t, stack = self._tree, [v]
         while stack:
             u = stack.pop()
-            if t.kids[u, 0] == _NONE:
-                out.append(int(t.point_of[u]))
+            a, b = t.kids[u]
+            if a == _NONE:
+                mask[t.point_of[u]] = True
             else:
-                stack.extend(int(c) for c in t.kids[u])
-        return out
+                stack.append(int(a))
+                stack.append(int(b))
 
     def _graft(self, v: int) -> tuple[int, bool]:
         """Try grafts from v; return (node to continue from, stop grafting?)."""
@@ -237,17 +301,14 @@ class Grinch:
             return _NONE, False
         start, lca, l = v, t.lca(v, leaf), leaf  # noqa: E741 - the paper's name
         while v != lca and l != lca and t.sib(v) != l:
+            if self._too_big(v) or self._too_big(l):
+                break
             self.stats_["graft_attempts"] += 1
             f_vl, f_v, f_l = t.f(v, l), t.f(v, t.sib(v)), t.f(l, t.sib(l))
             if f_vl > max(f_v, f_l):
-                # The graft moves l (Eq. 3.6). Its old sibling z climbs into the place
-                # of l's retired parent and gets a new sibling there: that is where the
-                # graft can leave a disconnected pair, so restructure from z (§3.3.2).
-                z = t.sib(l)
-                t.detach(l)
-                t.attach_as_sibling(l, v)
-                self.stats_["grafts"] += 1
-                self._restructure(z, t.lca(z, l))
+                z = self._apply_graft(v, l)
+                if self.restructure:
+                    self._restructure(z, t.lca(z, l))
                 break
             l_moves, v_moves = f_vl < f_l, f_vl < f_v
             if self.single_elimination and l_moves and v_moves:
@@ -260,11 +321,30 @@ class Grinch:
                 v = int(t.parent[v])
         return (lca if v == start else v), False
 
+    def _apply_graft(self, v: int, l: int) -> int:  # noqa: E741 - the paper's name
+        """Make l the sibling of v (Eq. 3.6); return l's old sibling z.
+
+        The graft moves l. Its old sibling z climbs into the place of l's retired parent
+        and gets a new sibling there: that is where the graft can leave a disconnected
+        pair, so the restructure starts from z (§3.3.2: "Z be the previous sibling of
+        V", V the node just grafted). Read literally, Alg. 6 line 8 takes the sibling of
+        the node that stays, whose only aunt below the LCA is the new parent: a no-op.
+        """
+        t = self._tree
+        z = t.sib(l)
+        t.detach(l)
+        t.attach_as_sibling(l, v)
+        self._under_cache = None  # the leaf sets changed
+        self.stats_["grafts"] += 1
+        return z
+
     def _restructure(self, z: int, r: int) -> None:
         """Alg. 7: from z up to r, swap z's sibling for a better-matching aunt."""
         t, steps = self._tree, 0
         while z != r and z != _NONE and t.parent[z] != _NONE:
             if self.restruct_cap is not None and steps >= self.restruct_cap:
+                return
+            if self._too_big(z):
                 return
             path, a = [], z
             while a != r and a != _NONE:
@@ -281,10 +361,15 @@ class Grinch:
                     and not t.is_ancestor(m, s)
                     and not t.is_ancestor(s, m)
                 ):
-                    t.swap(s, m)
-                    self.stats_["restructures"] += 1
+                    self._apply_swap(s, m)
             z = int(t.parent[z])
             steps += 1
+
+    def _apply_swap(self, s: int, m: int) -> None:
+        """Exchange z's sibling s with its better-matching aunt m (Alg. 7, line 7)."""
+        self._tree.swap(s, m)
+        self._under_cache = None
+        self.stats_["restructures"] += 1
 
     # -- outputs ------------------------------------------------------------------------------
     def _snapshot(self) -> tuple[NDArray, ...]:

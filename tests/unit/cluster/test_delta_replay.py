@@ -99,6 +99,8 @@ ESTIMATORS = {
     "rotate": lambda: Grinch(mode="rotate"),
     "greedy": lambda: Grinch(mode="greedy"),
     "grinch-capped": lambda: Grinch(mode="grinch", rotate_cap=2, graft_cap=2),
+    "grinch-ancestors": lambda: Grinch(graft_from="ancestors", size_cap=None),
+    "grinch-size-capped": lambda: Grinch(graft_from="ancestors", size_cap=4, restructure=False),
     "mbscc-paper": lambda: MBSCC(k=3, n_levels=8),
     "mbscc-exact": lambda: MBSCC(k=3, n_levels=8, marking="exact"),
 }

@@ -47,12 +47,18 @@ orders = st.integers(0, 10_000)
 
 # -- must show 1: theorem tests on separated data, any order and batch size ------------
 @settings(max_examples=25, deadline=None)
-@given(seed=orders, mode=st.sampled_from(["grinch", "rotate"]), batch=st.integers(1, 20))
+@given(
+    seed=orders,
+    mode=st.sampled_from(["grinch", "rotate"]),
+    batch=st.integers(1, 20),
+    graft_from=st.sampled_from(["leaf", "ancestors"]),
+    size_cap=st.sampled_from([None, 100]),  # 100: the default, never binding at 24 points
+)
 def test_grinch_and_rotate_reach_purity_one_on_separated_data(
-    seed: int, mode: str, batch: int
+    seed: int, mode: str, batch: int, graft_from: str, size_cap: int | None
 ) -> None:
     X, y = separated(4, 6, seed)
-    g = Grinch(mode=mode)
+    g = Grinch(mode=mode, graft_from=graft_from, size_cap=size_cap)
     for s in range(0, len(X), batch):
         g.partial_fit(X[s : s + batch])
         seen = s + min(batch, len(X) - s)
@@ -88,7 +94,10 @@ def test_llama_contains_every_gold_cluster_on_separated_data(seed: int) -> None:
     "params",
     [
         {},
+        {"graft_from": "ancestors", "size_cap": None},
         {
+            "graft_from": "ancestors",
+            "size_cap": None,
             "rotate_cap": 100,
             "graft_cap": 100,
             "restruct_cap": 100,
@@ -96,7 +105,7 @@ def test_llama_contains_every_gold_cluster_on_separated_data(seed: int) -> None:
             "graft_candidates": 50,
         },
     ],
-    ids=["exact", "approximations"],
+    ids=["default", "exact", "approximations"],
 )
 def test_grinch_synthetic_purity(params: dict) -> None:
     X, y = grinch_synthetic()
