@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import Engine, select, update
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from er.cluster import Hierarchy
@@ -563,6 +564,10 @@ def _storable(record: Any) -> Any:
     return {"unreadable": json.dumps(record, ensure_ascii=True, default=repr)[:4096]}
 
 
+# A dropped or refused database connection: retried, never a failed batch.
+_LOST_DATABASE = (OperationalError, InterfaceError)
+
+
 # -- the cluster writer --------------------------------------------------------------------
 @dataclass
 class _State:
@@ -651,7 +656,7 @@ def cluster_pending(
             job = _BatchJob(engine, graph, collection, coll_id, config, batch_id, seq)
             try:
                 report = job.run(state, path)
-            except TransientStoreError:
+            except (TransientStoreError, *_LOST_DATABASE):
                 raise  # the batch stays pending; the task retries from the checkpoint
             except Exception as exc:
                 report = _fail(engine, batch_id, seq, collection, exc)
@@ -817,11 +822,9 @@ def close_stores() -> None:
 @contextlib.contextmanager
 def _transient_sql() -> Iterator[None]:
     """A lost database connection is transient: the task retries it."""
-    import sqlalchemy.exc
-
     try:
         yield
-    except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError) as exc:
+    except _LOST_DATABASE as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise TransientStoreError(f"database unavailable: {first}") from exc
 

@@ -72,7 +72,7 @@ def _ingest(settings: Any, collection: str, records: list[Any], batch: int, clus
     return outs
 
 
-def _snapshot(settings: Any, collection: str) -> dict[str, Any]:
+def _snapshot(settings: Any, collection: str, graph: Any = None) -> dict[str, Any]:
     """Everything a batch writes: the graph as of every batch, mention nodes, batch rows."""
     from sqlalchemy import select
     from sqlalchemy.orm import Session
@@ -80,7 +80,8 @@ def _snapshot(settings: Any, collection: str) -> dict[str, Any]:
     from er.pipeline import _stores
     from er.stores.sql import Batch, Mention, find_collection
 
-    engine, graph = _stores(settings)
+    engine, default_graph = _stores(settings)
+    graph = graph or default_graph
     with Session(engine) as s:
         coll = find_collection(s, collection)
         mentions = s.execute(
@@ -312,3 +313,78 @@ def test_a_vector_collection_rejects_wrong_lengths_and_a_changed_payload(setting
     assert any(
         "record '99': field 'vector': has 2 numbers, expected 4" in r for r in again["reasons"]
     )
+
+
+@pytest.mark.slow
+def test_graph_database_down_mid_batch_then_back_applies_the_batch_once(
+    settings_env, febrl, tmp_path
+) -> None:
+    from er.exceptions import TransientStoreError
+    from er.pipeline import _stores, cluster_pending
+    from er.stores.graph import EmbeddedFalkorDB, FalkorDBStore
+
+    settings = _settings(settings_env, data_dir=tmp_path)
+    reference, name = _name(), _name()
+    _ingest(settings, reference, febrl[:600], batch=200)
+    _ingest(settings, name, febrl[:600], batch=200, cluster=False)
+    engine, _ = _stores(settings)
+    server = EmbeddedFalkorDB(tmp_path / "graph").start()
+    store = FalkorDBStore(server.client().select_graph("er"))
+    store.init_schema()
+    original = store._write
+
+    def write(parts: Any, params: dict[str, Any]) -> None:
+        if params.get("seq") == 2:
+            server.stop()  # the database goes away with batch 2 in flight
+        original(parts, params)
+
+    store._write = write  # type: ignore[method-assign]
+    with pytest.raises(TransientStoreError):
+        cluster_pending(engine, store, collection=name, state_dir=tmp_path / "state")
+    with EmbeddedFalkorDB(tmp_path / "graph") as again:  # back, on another port
+        store = FalkorDBStore(again.client().select_graph("er"))
+        done = cluster_pending(engine, store, collection=name, state_dir=tmp_path / "state")
+        assert [r["batch_seq"] for r in done] == [2, 3]
+        assert _snapshot(settings, name, store) == _snapshot(settings, reference)
+
+
+def _restart_postgres() -> None:
+    version = sorted(os.listdir("/etc/postgresql"))[0]
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart", "-m", "fast"],
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/etc/postgresql"), reason="needs the machine's own cluster")
+def test_postgres_restarted_mid_batch_then_the_batch_applies_once(
+    settings_env, febrl, tmp_path
+) -> None:
+    """The real server restarts between the graph write and the batch's SQL commit."""
+    import er.pipeline as pipeline
+    from er.exceptions import TransientStoreError
+
+    settings = _settings(settings_env, data_dir=tmp_path)
+    reference, name = _name(), _name()
+    _ingest(settings, reference, febrl[:600], batch=200)
+    _ingest(settings, name, febrl[:600], batch=200, cluster=False)
+    original = pipeline.set_mention_nodes
+    calls = []
+
+    def restart_then_write(session: Any, coll_id: int, nodes: Any) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            _restart_postgres()
+        original(session, coll_id, nodes)
+
+    pipeline.set_mention_nodes = restart_then_write
+    try:
+        with pytest.raises(TransientStoreError, match="database unavailable"):
+            pipeline.run_cluster(settings, name)
+    finally:
+        pipeline.set_mention_nodes = original
+        subprocess.run(["pg_isready", "-h", "127.0.0.1", "-t", "30"], check=False)
+    assert [r["batch_seq"] for r in pipeline.run_cluster(settings, name)] == [2, 3]
+    assert _snapshot(settings, name) == _snapshot(settings, reference)
