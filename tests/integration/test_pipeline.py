@@ -388,3 +388,46 @@ def test_postgres_restarted_mid_batch_then_the_batch_applies_once(
         subprocess.run(["pg_isready", "-h", "127.0.0.1", "-t", "30"], check=False)
     assert [r["batch_seq"] for r in pipeline.run_cluster(settings, name)] == [2, 3]
     assert _snapshot(settings, name) == _snapshot(settings, reference)
+
+
+@pytest.mark.slow
+def test_evaluation_during_a_running_ingest_reads_one_as_of_snapshot(
+    settings_env, tmp_path
+) -> None:
+    """Runs taken while batches are applied equal runs of the same batch taken after."""
+    import csv
+
+    from er.demo import febrl_records
+    from er.pipeline import run_evaluation
+
+    rows = febrl_records()[:2000]
+    path = tmp_path / "people.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    settings, name = _settings(settings_env, data_dir=tmp_path), _name()
+    args = ["--id-field", "rec_id", "--gold-field", "entity", "--batch-size", "200"]
+    ingest = subprocess.Popen(
+        [sys.executable, "-m", "er.cli", "ingest", str(path), "--collection", name, *args],
+        env={**os.environ, **settings_env, "ER_DATA_DIR": str(tmp_path)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    during: dict[int, dict[str, Any]] = {}
+    try:
+        while ingest.poll() is None:
+            try:
+                out = run_evaluation(settings, name)
+            except Exception as exc:  # before the first batch is done
+                assert "no resolved batch" in str(exc) or "no collection" in str(exc), exc
+                continue
+            during.setdefault(out["as_of_seq"], out["metrics"])
+    finally:
+        assert ingest.wait(timeout=600) == 0, ingest.stderr.read() if ingest.stderr else ""
+    assert len(during) >= 2  # it did run while batches were applied
+    for seq, metrics in during.items():
+        after = run_evaluation(settings, name, as_of=seq)["metrics"]
+        for key in ("pairwise_prf_at_cut", "bcubed_at_cut", "n_entities", "dendrogram_purity"):
+            assert after[key] == metrics[key], (seq, key)
