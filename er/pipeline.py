@@ -301,7 +301,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def run_evaluation(settings: Any, collection: str, as_of: int | None = None) -> dict[str, Any]:
-    """Open the stores ``settings`` name, evaluate one collection, commit the run.
+    """Evaluate one collection on the stores ``settings`` name; commit the run.
 
     The entry point of ``er eval`` and of the ``er.evaluate`` task.
 
@@ -310,33 +310,17 @@ def run_evaluation(settings: Any, collection: str, as_of: int | None = None) -> 
     dict
         ``run_id``, ``as_of_seq``, ``report_path`` and the run's ``metrics``.
     """
-    from er.stores.graph import open_graph_store
-    from er.stores.sql import make_engine
-
-    engine = make_engine(settings.sqlalchemy_url)
-    try:
-        with (
-            open_graph_store(
-                settings.graph_url,
-                data_dir=settings.data_dir,
-                graph_name=settings.graph_name,
-                user=settings.graph_user,
-                password=settings.graph_password,
-            ) as graph,
-            Session(engine) as session,
-            session.begin(),
-        ):
-            run = evaluate_collection(
-                session, graph, collection=collection, reports_dir=settings.reports_dir, as_of=as_of
-            )
-            out = {
-                "run_id": run.id,
-                "as_of_seq": run.as_of_seq,
-                "report_path": run.report_path,
-                "metrics": run.metrics,
-            }
-    finally:
-        engine.dispose()
+    engine, graph = _stores(settings)
+    with _transient_sql(), Session(engine) as session, session.begin():
+        run = evaluate_collection(
+            session, graph, collection=collection, reports_dir=settings.reports_dir, as_of=as_of
+        )
+        out = {
+            "run_id": run.id,
+            "as_of_seq": run.as_of_seq,
+            "report_path": run.report_path,
+            "metrics": run.metrics,
+        }
     logger.info("evaluated %s as of batch %s: run %s", collection, out["as_of_seq"], out["run_id"])
     return out
 

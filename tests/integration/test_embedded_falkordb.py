@@ -230,3 +230,24 @@ def test_the_server_requires_its_password(tmp_path: Path) -> None:
         first = server.password
     with EmbeddedFalkorDB(tmp_path) as again:  # the same password after a restart
         assert again.password == first and again.client().connection.ping()
+
+
+def test_a_restart_gives_back_the_same_structure(tmp_path: Path) -> None:
+    """Pins the choice of query logging: with FalkorDB's effects logging
+    (EFFECTS_THRESHOLD 0) this structure came back with 794 of its 795 edges."""
+    from er.cluster import SCC
+    from er.demo import make_mentions
+    from er.stores.graph import FalkorDBStore
+
+    X, _ = make_mentions(80, 3)
+    h = SCC(n_levels=30, k=10).fit(X).hierarchy_
+    with EmbeddedFalkorDB(tmp_path) as server:
+        store = FalkorDBStore(server.client().select_graph("er"))
+        store.init_schema()
+        store.apply_delta("demo", h.to_delta(), 1)
+        before = store.structure("demo")
+    assert len(before.edges) == len(h.edges)
+    with EmbeddedFalkorDB(tmp_path) as server:
+        after = FalkorDBStore(server.client().select_graph("er")).structure("demo")
+    assert after.edges.tolist() == before.edges.tolist()
+    assert sorted(map(repr, after.nodes)) == sorted(map(repr, before.nodes))

@@ -72,6 +72,15 @@ def _ingest(settings: Any, collection: str, records: list[Any], batch: int, clus
     return outs
 
 
+def _twins(settings: Any, febrl: list[dict[str, str]]) -> tuple[str, str]:
+    """Two collections of the same 600 records in 3 batches: one resolved as the
+    reference, the other with its batches pending."""
+    reference, name = _name(), _name()
+    _ingest(settings, reference, febrl[:600], batch=200)
+    _ingest(settings, name, febrl[:600], batch=200, cluster=False)
+    return reference, name
+
+
 def _snapshot(settings: Any, collection: str, graph: Any = None) -> dict[str, Any]:
     """Everything a batch writes: the graph as of every batch, mention nodes, batch rows."""
     from sqlalchemy import select
@@ -160,9 +169,7 @@ def test_a_redelivered_or_concurrent_cluster_applies_each_batch_once(settings_en
     from er.pipeline import run_cluster
 
     settings = _settings(settings_env)
-    reference, name = _name(), _name()
-    _ingest(settings, reference, febrl[:600], batch=200)
-    _ingest(settings, name, febrl[:600], batch=200, cluster=False)  # three pending batches
+    reference, name = _twins(settings, febrl)  # name: three pending batches
     reports: list[Any] = []
     workers = [
         threading.Thread(target=lambda: reports.extend(run_cluster(settings, name)))
@@ -213,9 +220,7 @@ def test_kill_9_mid_batch_then_restart_equals_a_run_without_crash(
     settings_env, febrl, tmp_path, where
 ) -> None:
     settings = _settings(settings_env, data_dir=tmp_path)
-    reference, name = _name(), _name()
-    _ingest(settings, reference, febrl[:600], batch=200)
-    _ingest(settings, name, febrl[:600], batch=200, cluster=False)
+    reference, name = _twins(settings, febrl)
     env = {**os.environ, **settings_env, "ER_DATA_DIR": str(tmp_path)}
     died = subprocess.run(
         [sys.executable, "-c", CRASH, name, where], env=env, capture_output=True, text=True
@@ -324,9 +329,7 @@ def test_graph_database_down_mid_batch_then_back_applies_the_batch_once(
     from er.stores.graph import EmbeddedFalkorDB, FalkorDBStore
 
     settings = _settings(settings_env, data_dir=tmp_path)
-    reference, name = _name(), _name()
-    _ingest(settings, reference, febrl[:600], batch=200)
-    _ingest(settings, name, febrl[:600], batch=200, cluster=False)
+    reference, name = _twins(settings, febrl)
     engine, _ = _stores(settings)
     server = EmbeddedFalkorDB(tmp_path / "graph").start()
     store = FalkorDBStore(server.client().select_graph("er"))
@@ -367,9 +370,7 @@ def test_postgres_restarted_mid_batch_then_the_batch_applies_once(
     from er.exceptions import TransientStoreError
 
     settings = _settings(settings_env, data_dir=tmp_path)
-    reference, name = _name(), _name()
-    _ingest(settings, reference, febrl[:600], batch=200)
-    _ingest(settings, name, febrl[:600], batch=200, cluster=False)
+    reference, name = _twins(settings, febrl)
     original = pipeline.set_mention_nodes
     calls = []
 
