@@ -261,6 +261,13 @@ def _node_arg(graph: Any, args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     settings = _settings()
+    if args.what == "confidence":
+        from er.pipeline import run_confidence
+
+        if args.mention is None:
+            raise ERError("er query confidence takes --mention EXTERNAL_ID.")
+        sys.stdout.write(json.dumps(run_confidence(settings, args.collection, args.mention)) + "\n")
+        return 0
     with _graph(settings) as graph:
         if args.what != "stats":
             args.id = _node_arg(graph, args)
@@ -699,7 +706,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("query", help="lineage queries (schema/queries/*.cypher)")
-    p.add_argument("what", choices=("ancestors", "members", "entity", "stats"))
+    p.add_argument("what", choices=("ancestors", "members", "entity", "stats", "confidence"))
     p.add_argument("--collection", required=True)
     node = p.add_mutually_exclusive_group()
     node.add_argument("--id", type=int, default=0, help="graph node id")

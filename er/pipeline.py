@@ -38,7 +38,7 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
-from er.cluster import Hierarchy
+from er.cluster import Hierarchy, entity_confidence
 from er.evaluation import coreference_report, cut_at_score
 from er.exceptions import BatchConflictError, ConfigError, ERError, TransientStoreError
 from er.featurize import Featurizer, FeaturizerConfig, RecordValidator, infer_config
@@ -75,7 +75,9 @@ __all__ = [
     "evaluate_collection",
     "fit_and_store",
     "ingest_records",
+    "mention_confidence",
     "run_cluster",
+    "run_confidence",
     "run_entities",
     "run_ingest",
     "run_status",
@@ -752,6 +754,60 @@ def entities(
     return [(ext, None if node is None else entity_of.get(int(node))) for ext, node in rows]
 
 
+CONFIDENCE_LIMIT = 12  # mentions in the trellis (entity plus nearest outsiders): O(3^12)
+CONFIDENCE_CONTEXT = 4  # nearest outside mentions that compete for the entity's members
+CONFIDENCE_BETA = 10.0  # inverse temperature of exp(beta * mean cosine); bench/RESULTS.md
+
+
+def mention_confidence(
+    session: Session, graph: GraphStore, collection: str, mention: str
+) -> dict[str, Any]:
+    """Exact confidence of the entity holding ``mention`` (issue #10, trellis paper).
+
+    The collection's mentions are featurized again from their stored payloads (the
+    featurizer is deterministic), the entity is the cut of :func:`entities`, and
+    :func:`er.cluster.entity_confidence` runs the trellis over it and its nearest
+    outside mentions.
+
+    Raises
+    ------
+    ERError
+        If the mention is unknown or not clustered yet, or the entity has more than
+        ``CONFIDENCE_LIMIT`` mentions (the exact answer is out of reach; no estimate).
+    """
+    rows = entities(session, graph, collection)
+    coll = find_collection(session, collection)
+    assert coll is not None  # entities() checked it
+    ext = [e for e, _ in rows]
+    if mention not in ext:
+        raise ERError(f"collection {collection!r} has no mention {mention!r}.")
+    entity = dict(rows)[mention]
+    if entity is None:
+        raise ERError(f"mention {mention!r} is not clustered yet (its batch is pending).")
+    members = [i for i, (_, ent) in enumerate(rows) if ent == entity]
+    if len(members) > CONFIDENCE_LIMIT:
+        raise ERError(
+            f"entity {entity} has {len(members)} mentions; exact confidence is computed for "
+            f"entities of up to {CONFIDENCE_LIMIT} (O(3^n)), so none is given."
+        )
+    payloads = session.execute(
+        select(Mention.payload).where(Mention.collection_id == coll.id).order_by(Mention.id)
+    ).scalars()
+    X = _featurizer(coll.config)(list(payloads))
+    out = entity_confidence(
+        X, members, limit=CONFIDENCE_LIMIT, context=CONFIDENCE_CONTEXT, beta=CONFIDENCE_BETA
+    )
+    assert out is not None
+    return {
+        "entity": entity,
+        "members": [ext[i] for i in out["members"]],
+        "context": [ext[i] for i in out["context"]],
+        "p_entity": round(out["p_entity"], 6),
+        "pairs": [[ext[a], ext[b], round(p, 6)] for a, b, p in out["pairs"]],
+        "beta": CONFIDENCE_BETA,
+    }
+
+
 def collection_status(session: Session, collection: str) -> dict[str, Any]:
     """Batches by status, counts, rejects and lag (seconds the oldest pending batch waits)."""
     coll = find_collection(session, collection)
@@ -832,6 +888,13 @@ def run_entities(
     engine, graph = _stores(settings)
     with _transient_sql(), Session(engine) as session:
         return entities(session, graph, collection, as_of=as_of)
+
+
+def run_confidence(settings: Any, collection: str, mention: str) -> dict[str, Any]:
+    """``mention_confidence`` on the stores ``settings`` name (``er query confidence``)."""
+    engine, graph = _stores(settings)
+    with _transient_sql(), Session(engine) as session:
+        return mention_confidence(session, graph, collection, mention)
 
 
 def run_status(settings: Any, collection: str | None = None) -> list[dict[str, Any]]:

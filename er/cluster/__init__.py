@@ -11,7 +11,7 @@ from er.cluster._hierarchy import Hierarchy
 from er.cluster._llama import Llama
 from er.cluster._mbscc import MBSCC
 from er.cluster._scc import SCC, Affinity, RecipNN, thresholds
-from er.cluster._trellis import Trellis, TrellisMAP, build_trellis
+from er.cluster._trellis import Trellis, TrellisMAP, build_trellis, entity_confidence
 
 __all__ = [
     "MBSCC",
@@ -25,6 +25,7 @@ __all__ = [
     "TrellisMAP",
     "as_graph",
     "build_trellis",
+    "entity_confidence",
     "knn_graph",
     "normalize_rows",
     "thresholds",

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from er.cluster._hierarchy import Hierarchy
 from er.exceptions import ConfigError
 
-__all__ = ["ENERGIES", "Trellis", "TrellisMAP", "build_trellis"]
+__all__ = ["ENERGIES", "Trellis", "TrellisMAP", "build_trellis", "entity_confidence"]
 
 #: Log split energy: (A masks, B masks) -> log E(A, B), all arrays of shape (m,).
 LogEnergy = Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.float64]]
@@ -207,6 +207,17 @@ class Trellis:
                     total, out[c] + np.logaddexp.reduce(terms + self.log_z[b[apart]])
                 )
         return float(np.exp(total - self.log_partition))
+
+    def together_below_root(self, i: int, j: int) -> float:
+        """P(items i and j share a cluster other than the root), i.e. 1 - P(the root's
+        split separates them): they merge before the whole set does."""
+        if i == j:
+            raise ConfigError("together_below_root takes two different items.")
+        a, b = _splits(self.full)
+        bit_i, bit_j = 1 << int(i), 1 << int(j)
+        apart = ((a & bit_i) > 0) != ((a & bit_j) > 0)
+        terms = self.log_energy(a[apart], b[apart]) + self.log_z[a[apart]] + self.log_z[b[apart]]
+        return float(1.0 - np.exp(np.logaddexp.reduce(terms) - self.log_partition))
 
     def sample(self, rng: np.random.Generator) -> list[int]:
         """One hierarchy drawn with probability E(H) / Z (Alg. 2); its cluster masks."""
@@ -387,3 +398,58 @@ def _to_hierarchy(clusters: list[int], S: NDArray[np.float64], params: dict[str,
 
 def _members(mask: int) -> NDArray[np.int64]:
     return np.flatnonzero([(mask >> i) & 1 for i in range(mask.bit_length())])
+
+
+def entity_confidence(
+    X: Any, members: Any, *, limit: int = 12, context: int = 4, beta: float = 10.0
+) -> dict[str, Any] | None:
+    """Exact confidence of one entity: the trellis over it and its nearest outsiders.
+
+    The trellis covers the entity's mentions plus up to ``context`` nearest outside
+    mentions (by their best cosine to a member), at most ``limit`` items, with the
+    average-linkage Gibbs energy exp(beta * mean cosine) (trellis paper, footnote 2).
+
+    Parameters
+    ----------
+    X : ndarray of float, shape (n, d)
+        Unit rows of every mention of the collection.
+    members : array-like of int, shape (m,)
+        Rows of the entity's mentions.
+
+    Returns
+    -------
+    dict or None
+        ``members`` and ``context`` (row lists), ``p_entity`` (the marginal probability
+        that exactly the members form a cluster) and ``pairs``: ``(a, b, p)`` for every
+        two items, p = P(a and b merge below the root, i.e. before the whole
+        neighbourhood is joined). None when the entity has more than ``limit``
+        mentions: no made-up number.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    members = np.asarray(members, dtype=np.int64)
+    if members.size > limit:
+        return None
+    outside = np.setdiff1d(np.arange(X.shape[0]), members)
+    room = max(0, min(context, limit - members.size, outside.size))
+    near = np.zeros(0, np.int64)
+    if room:
+        best = (X[outside] @ X[members].T).max(axis=1)
+        near = outside[np.argsort(-best, kind="stable")[:room]]
+    items = np.concatenate([members, near])
+    if items.size < 2:
+        return {"members": members.tolist(), "context": [], "p_entity": 1.0, "pairs": []}
+    S = X[items] @ X[items].T
+    trellis = build_trellis(S, energy="average", beta=beta)
+    log_out = trellis.log_outside()
+    p_entity = trellis.cluster_marginal(np.arange(members.size), log_out)
+    pairs = [
+        (int(items[a]), int(items[b]), trellis.together_below_root(a, b))
+        for a in range(items.size)
+        for b in range(a + 1, items.size)
+    ]
+    return {
+        "members": members.tolist(),
+        "context": near.tolist(),
+        "p_entity": p_entity,
+        "pairs": pairs,
+    }

@@ -432,3 +432,32 @@ def test_evaluation_during_a_running_ingest_reads_one_as_of_snapshot(
         after = run_evaluation(settings, name, as_of=seq)["metrics"]
         for key in ("pairwise_prf_at_cut", "bcubed_at_cut", "n_entities", "dendrogram_purity"):
             assert after[key] == metrics[key], (seq, key)
+
+
+def test_confidence_of_an_entity_and_none_beyond_the_limit(settings_env, febrl) -> None:
+    from er.exceptions import ERError
+    from er.pipeline import run_confidence, run_entities, run_ingest
+
+    settings, name = _settings(settings_env), _name()
+    _ingest(settings, name, febrl[:300], batch=300)
+    entity = dict(run_entities(settings, name))
+    mention = "rec-1725-org" if "rec-1725-org" in entity else next(iter(entity))
+    got = run_confidence(settings, name, mention)
+    members = sorted(e for e, ent in entity.items() if ent == entity[mention])
+    assert sorted(got["members"]) == members and mention in got["members"]
+    items = got["members"] + got["context"]
+    assert len(got["pairs"]) == len(items) * (len(items) - 1) // 2
+    assert 0.0 <= got["p_entity"] <= 1.0
+    assert all(0.0 <= p <= 1.0 for _, _, p in got["pairs"])
+    vectors, big = _name(), np.random.default_rng(1).normal(size=(20, 3))
+    run_ingest(
+        settings,
+        collection=vectors,
+        records=[{"id": i, "vector": v.tolist()} for i, v in enumerate(big)],
+        config={"cut_threshold": -1.0},  # every merge kept: one entity of 20
+    )
+    from er.pipeline import run_cluster
+
+    run_cluster(settings, vectors)
+    with pytest.raises(ERError, match="has 20 mentions; exact confidence is computed"):
+        run_confidence(settings, vectors, "3")

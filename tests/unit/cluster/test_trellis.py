@@ -133,6 +133,25 @@ def test_lca_within_matches_brute_force(n: int) -> None:
             assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.parametrize(("n", "kind"), [(4, "random"), (6, "average"), (7, "dasgupta")])
+def test_together_below_root_matches_brute_force(n: int, kind: str) -> None:
+    log_energy = _energies(n, seed=11, kind=kind)
+    trees = _brute(n, log_energy)
+    energies = np.array(list(trees.values()))
+    probs = np.exp(energies - np.logaddexp.reduce(energies))
+    trellis = build_trellis(energy=log_energy, n=n)
+    full = (1 << n) - 1
+    for i in range(n):
+        for j in range(i + 1, n):
+            pair = (1 << i) | (1 << j)
+            expected = sum(
+                p
+                for tree, p in zip(trees, probs, strict=True)
+                if any(c != full and c & pair == pair for c in tree)
+            )
+            assert trellis.together_below_root(i, j) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
 def test_sampler_follows_the_distribution() -> None:
     n = 4  # 15 hierarchies
     log_energy = _energies(n, seed=3, kind="random")
