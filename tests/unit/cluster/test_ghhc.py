@@ -291,7 +291,7 @@ def test_er_cluster_runs_ghhc_and_writes_a_tree(tmp_path) -> None:
     assert h.algorithm == "ghhc" and h.params["n_internal"] == 8
     check_structure(h)
     bad = subprocess.run(
-        [sys.executable, "-m", "er.cli", *args[:4], "--param", "gamma=-1", "--output", "o.json"],
+        [sys.executable, "-m", "er.cli", *args[:5], "--param", "gamma=-1", "--output", "o.json"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
