@@ -149,7 +149,7 @@ def parent_loss(
     ----------
     Z : ndarray of shape (m, d)
     pairs : ndarray of int64, shape (r, 2)
-        Rows ``(child, parent)`` of the currently decoded tree.
+        Rows ``(child, parent)`` of the currently decoded tree: each child once.
     kind : {"paper", "norms"}
         ``paper``: sum of d_cp(z_c, z_p; gamma), Eq. 17 (pulls each child towards its
         parent and keeps the norm margin). ``norms``: sum of
@@ -170,7 +170,7 @@ def parent_loss(
         np_, cnp = poincare_norm(P)
         excess = np_ - nc + gamma
         on = (excess > 0.0)[:, None]
-        np.add.at(grad, pairs[:, 0], -(on * cnc[:, None]) * C)
+        grad[pairs[:, 0]] -= on * cnc[:, None] * C  # children are distinct
         np.add.at(grad, pairs[:, 1], on * cnp[:, None] * P)
         return float(np.maximum(excess, 0.0).sum()), grad
     dcp, dC, (dist, excess, cnp) = _child_grad(C, P, gamma)
@@ -179,7 +179,7 @@ def parent_loss(
     _, dP_dist, _ = _child_grad(P, C, -np.inf)
     h = 1.0 + np.maximum(excess, 0.0)
     dP = h[:, None] * dP_dist + (dist * (excess > 0.0) * cnp)[:, None] * P
-    np.add.at(grad, pairs[:, 0], dC)
+    grad[pairs[:, 0]] += dC  # children are distinct
     np.add.at(grad, pairs[:, 1], dP)
     return float(dcp.sum()), grad
 
