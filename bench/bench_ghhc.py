@@ -77,8 +77,8 @@ def one(args: argparse.Namespace) -> None:
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "clusters": h.n_nodes - h.n_points,
     }
-    if args.metrics:
-        out["dp"] = round(dendrogram_purity(h, y), 4)
+    if args.metrics:  # DP needs a tree; LLAMA's DAG gets none (as in bench_cluster.py)
+        out["dp"] = round(dendrogram_purity(h, y), 4) if h.is_tree else None
     print(json.dumps(out), flush=True)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from er.cluster._ghhc_tree import decode, init_nodes, node_parents
-from er.cluster._graph import similarities, top_k
+from er.cluster._graph import top_k
 from er.cluster._params import NONE, Interval, Options, get_params, validate_params
 from er.cluster._poincare import TripletBatch, parent_loss, project, rsgd_step, triplet_loss
 from er.delta import ClusteringDelta
@@ -39,7 +39,7 @@ __all__ = ["GHHC", "sample_triplets"]
 
 
 def _anchor_neighbours(
-    Xn: NDArray[np.float64], anchors: NDArray[np.int64], k: int, block_size: int = 512
+    Xn: NDArray[np.float64], anchors: NDArray[np.int64], k: int, block_size: int = 128
 ) -> NDArray[np.int64]:
     """Exact k nearest neighbours (cosine) of the anchor rows only: O(block_size * n) memory.
 
@@ -50,7 +50,7 @@ def _anchor_neighbours(
     out = np.empty((anchors.size, k), np.int64)
     for start in range(0, anchors.size, block_size):
         rows = anchors[start : start + block_size]
-        S = similarities(Xn[rows].astype(np.float32), Xn.astype(np.float32))
+        S = Xn[rows] @ Xn.T
         S[np.arange(rows.size), rows] = -np.inf
         out[start : start + block_size] = top_k(S, k)
     return out
