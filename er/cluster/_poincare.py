@@ -20,10 +20,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "TripletBatch",
     "cp_dissimilarity",
     "parent_loss",
     "poincare_distance",
     "poincare_norm",
+    "project",
     "rsgd_step",
     "triplet_loss",
 ]
