@@ -178,8 +178,9 @@ class GHHC:
 
     Quality depends mostly on nodes per cluster (bench/RESULTS.md, gHHC section):
     with the paper's 64 nodes on a 200-point digits sample DP is 0.46 (paper: 0.675),
-    with 400 nodes 0.67; on a 64-d mixture of 10-point clusters 0.1 nodes per cluster
-    collapse to a few giant clusters while 0.5 per cluster reach DP 0.74.
+    with 400 nodes 0.67; on 2,000 points of a 64-d mixture of 10-point clusters, one
+    node per cluster collapses to a few giant clusters (DP 0.34) while five per cluster
+    reach DP 0.74.
 
     Examples
     --------
