@@ -39,6 +39,7 @@ ALGORITHMS = (
     "affinity",
     "recipnn",
     "trellis-map",
+    "ghhc",
 )
 INCREMENTAL = ("mbscc", "grinch", "rotate", "greedy")
 
@@ -75,6 +76,7 @@ def make_estimator(algorithm: str, params: dict[str, Any]) -> Any:
         "rotate": cluster.Grinch,
         "greedy": cluster.Grinch,
         "trellis-map": cluster.TrellisMAP,
+        "ghhc": lambda **p: cluster.GHHC(on_epoch=_EpochBar("ghhc"), **p),
     }
     if algorithm not in classes:
         raise ERError(f"--algorithm must be one of {', '.join(classes)}. Got {algorithm!r}.")
@@ -84,6 +86,27 @@ def make_estimator(algorithm: str, params: dict[str, Any]) -> Any:
         return classes[algorithm](**params)
     except TypeError as exc:
         raise ERError(f"{algorithm}: {exc}") from None
+
+
+class _EpochBar:
+    """A rich progress bar fed by an estimator's ``on_epoch(epoch, n_epochs, loss)``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._bar: Any = None
+
+    def __call__(self, epoch: int, n_epochs: int, loss: float) -> None:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        if self._bar is None:
+            self._bar = Progress(transient=True, console=Console(stderr=True))
+            self._bar.start()
+            self._task = self._bar.add_task(f"{self.name}: epochs", total=n_epochs)
+        self._bar.update(self._task, completed=epoch, description=f"{self.name}: loss {loss:.4g}")
+        if epoch >= n_epochs:
+            self._bar.stop()
+            self._bar = None
 
 
 GRAPH_ALGORITHMS = ("scc", "llama", "affinity", "recipnn")  # the ones that take graph=

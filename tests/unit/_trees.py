@@ -54,3 +54,22 @@ def brute_dendrogram_purity(h: Hierarchy, y: np.ndarray) -> float:
         lca = min((s for s in sets if i in s and j in s), key=len)
         acc += sum(y[x] == y[i] for x in lca) / len(lca)
     return acc / total if total else 1.0
+
+
+def check_structure(h: Hierarchy) -> None:
+    """Invariants of every tree: one root, acyclic, sizes from leaves, levels nest."""
+    assert h.is_tree
+    assert len(h.roots()) == 1
+    h.topological_levels()  # raises on a cycle
+    sets = leaves_under(h)
+    np.testing.assert_array_equal(h.sizes(), [len(s) for s in sets])
+    assert sets[h.roots()[0]] == set(range(h.n_points))
+    previous = None
+    for level in range(int(h.level_hi.max()) + 1):
+        labels = h.cut(level)
+        for v in np.unique(labels):  # each block of the level is a node's leaf set
+            assert set(np.flatnonzero(labels == v).tolist()) == sets[v]
+        if previous is not None:  # levels nest: a block never splits going up
+            for v in np.unique(previous):
+                assert np.unique(labels[previous == v]).size == 1
+        previous = labels

@@ -13,7 +13,7 @@ from er.cluster import SCC, Affinity, Hierarchy, RecipNN, knn_graph, normalize_r
 from er.evaluation import dendrogram_purity
 from er.exceptions import ConfigError
 
-from .._trees import leaves_under
+from .._trees import check_structure, leaves_under
 
 
 def blobs(n_clusters: int, per: int, dim: int, spread: float, seed: int):
@@ -23,25 +23,6 @@ def blobs(n_clusters: int, per: int, dim: int, spread: float, seed: int):
     X = centers[y] + rng.normal(scale=spread, size=(y.size, dim))
     order = rng.permutation(y.size)
     return X[order].astype(np.float32), y[order]
-
-
-def check_structure(h: Hierarchy) -> None:
-    """Invariants of every tree: one root, acyclic, sizes from leaves, levels nest."""
-    assert h.is_tree
-    assert len(h.roots()) == 1
-    h.topological_levels()  # raises on a cycle
-    sets = leaves_under(h)
-    np.testing.assert_array_equal(h.sizes(), [len(s) for s in sets])
-    assert sets[h.roots()[0]] == set(range(h.n_points))
-    previous = None
-    for level in range(int(h.level_hi.max()) + 1):
-        labels = h.cut(level)
-        for v in np.unique(labels):  # each block of the level is a node's leaf set
-            assert set(np.flatnonzero(labels == v).tolist()) == sets[v]
-        if previous is not None:  # levels nest: a block never splits going up
-            for v in np.unique(previous):
-                assert np.unique(labels[previous == v]).size == 1
-        previous = labels
 
 
 def test_affinity_round_one_is_the_1nn_components_and_last_the_graph_components() -> None:

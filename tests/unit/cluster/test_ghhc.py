@@ -1,0 +1,300 @@
+"""gHHC: gradients against finite differences, geometry against Möbius addition, the
+decoded tree against a brute-force decoding, structure invariants, determinism."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from er.cluster import GHHC
+from er.cluster._ghhc import sample_triplets
+from er.cluster._ghhc_tree import decode
+from er.cluster._poincare import (
+    TripletBatch,
+    cp_dissimilarity,
+    parent_loss,
+    poincare_distance,
+    rsgd_step,
+    triplet_loss,
+)
+from er.evaluation import dendrogram_purity
+from er.exceptions import ConfigError
+
+from .._trees import check_structure, leaves_under
+
+RIMS = st.sampled_from([0.3, 0.9, 0.99, 0.999])  # largest norm drawn: up to 1e-3 from the rim
+
+
+def in_ball(rng: np.random.Generator, n: int, d: int, rim: float) -> np.ndarray:
+    """n points of norm uniform in [0.05, rim], directions uniform."""
+    V = rng.normal(size=(n, d))
+    V /= np.linalg.norm(V, axis=1, keepdims=True)
+    return V * rng.uniform(0.05, rim, size=(n, 1))
+
+
+def numeric_grad(f, Z: np.ndarray) -> np.ndarray:
+    """Central differences, step scaled to the distance from the rim."""
+    G = np.zeros_like(Z)
+    for idx in np.ndindex(Z.shape):
+        h = 1e-6 * (1.0 - np.linalg.norm(Z[idx[0]]))
+        up, down = Z.copy(), Z.copy()
+        up[idx] += h
+        down[idx] -= h
+        G[idx] = (f(up) - f(down)) / (2 * h)
+    return G
+
+
+def assert_rel_close(analytic: np.ndarray, numeric: np.ndarray) -> None:
+    scale = max(np.abs(numeric).max(), 1e-12)
+    assert np.abs(analytic - numeric).max() / scale < 1e-6
+
+
+def combine(W: np.ndarray, cz: np.ndarray, cx: np.ndarray, Z: np.ndarray, X: np.ndarray):
+    """Gradient of sum W * f(x_a, z_n) from the (cz, cx) coefficient form."""
+    return (W * cz).sum(axis=0)[:, None] * Z + (W * cx).T @ X
+
+
+# -- 1. gradients --------------------------------------------------------------------------
+SHAPES = dict(
+    a=st.integers(1, 5),
+    m=st.integers(1, 6),
+    d=st.integers(1, 5),
+    rim=RIMS,
+    seed=st.integers(0, 2**32 - 1),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(**SHAPES, gamma=st.sampled_from([0.0, 0.25, 1.0]))
+def test_distance_and_dcp_gradients_match_finite_differences(a, m, d, rim, seed, gamma) -> None:
+    rng = np.random.default_rng(seed)
+    X, Z, W = in_ball(rng, a, d, rim), in_ball(rng, m, d, rim), rng.normal(size=(a, m))
+    _, cz, cx = poincare_distance(X, Z, grad=True)
+    num = numeric_grad(lambda Z_: (poincare_distance(X, Z_)[0] * W).sum(), Z)
+    assert_rel_close(combine(W, cz, cx, Z, X), num)
+    _, cz, cx = cp_dissimilarity(X, Z, gamma, grad=True)
+    num = numeric_grad(lambda Z_: (cp_dissimilarity(X, Z_, gamma)[0] * W).sum(), Z)
+    assert_rel_close(combine(W, cz, cx, Z, X), num)
+
+
+@settings(max_examples=40, deadline=None)
+@given(**SHAPES, loss=st.sampled_from(["softplus", "sigmoid"]), noise=st.booleans())
+def test_triplet_loss_gradient_matches_finite_differences(a, m, d, rim, seed, loss, noise) -> None:
+    rng = np.random.default_rng(seed)
+    Z = in_ball(rng, max(m, 2), d, rim)
+    g = (lambda: rng.gumbel(size=(a, Z.shape[0]))) if noise else (lambda: np.zeros((a, Z.shape[0])))
+    batch = TripletBatch(*(in_ball(rng, a, d, rim) for _ in range(3)), g(), g())
+    _, analytic = triplet_loss(Z, batch, 0.5, loss)
+    assert_rel_close(analytic, numeric_grad(lambda Z_: triplet_loss(Z_, batch, 0.5, loss)[0], Z))
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(2, 7), d=st.integers(1, 5), rim=RIMS, seed=st.integers(0, 2**32 - 1))
+@pytest.mark.parametrize("kind", ["paper", "norms"])
+def test_parent_loss_gradient_matches_finite_differences(kind, m, d, rim, seed) -> None:
+    rng = np.random.default_rng(seed)
+    Z = in_ball(rng, m, d, rim)
+    child = np.arange(1, m)
+    pairs = np.stack([child, rng.integers(0, child)], axis=1)  # a random tree, node 0 root
+    _, analytic = parent_loss(Z, pairs, 0.5, kind)
+    assert_rel_close(analytic, numeric_grad(lambda Z_: parent_loss(Z_, pairs, 0.5, kind)[0], Z))
+
+
+def mobius_distance(x: np.ndarray, y: np.ndarray) -> float:
+    """2 artanh |(-x) (+) y| with Möbius addition: an independent form of Eq. 1."""
+    u = -x
+    uv, u2, v2 = u @ y, u @ u, y @ y
+    s = ((1 + 2 * uv + v2) * u + (1 - u2) * y) / (1 + 2 * uv + u2 * v2)
+    return 2 * math.atanh(float(np.linalg.norm(s)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(d=st.integers(1, 6), rim=RIMS, seed=st.integers(0, 2**32 - 1))
+def test_distance_equals_the_mobius_form(d, rim, seed) -> None:
+    rng = np.random.default_rng(seed)
+    X, Z = in_ball(rng, 3, d, rim), in_ball(rng, 4, d, rim)
+    D = poincare_distance(X, Z)[0]
+    oracle = [[mobius_distance(x, z) for z in Z] for x in X]
+    np.testing.assert_allclose(D, oracle, rtol=1e-7, atol=1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(1, 8), d=st.integers(1, 5), rim=RIMS, seed=st.integers(0, 2**32 - 1))
+def test_rsgd_step_stays_in_the_ball_and_descends(m, d, rim, seed) -> None:
+    rng = np.random.default_rng(seed)
+    Z, X = in_ball(rng, m, d, rim * 0.8), in_ball(rng, 4, d, rim)
+    big = rsgd_step(Z, rng.normal(size=Z.shape) * 1e6, 1.0, 0.8)
+    assert np.all(np.linalg.norm(big, axis=1) <= 0.8 + 1e-12)
+    f = lambda Z_: cp_dissimilarity(X, Z_, 0.0)[0].sum()  # noqa: E731
+    _, cz, cx = cp_dissimilarity(X, Z, 0.0, grad=True)
+    grad = combine(np.ones((4, m)), cz, cx, Z, X)
+    step = rsgd_step(Z, grad, 1e-4, 0.99)
+    assert f(step) <= f(Z) + 1e-12
+
+
+# -- 2. decoding and structure -------------------------------------------------------------
+def brute_force_leaf_sets(X: np.ndarray, Z: np.ndarray, gamma: float) -> set[frozenset[int]]:
+    """Leaf sets (size >= 2) of the raw decoded tree, from scalar Möbius distances (Eq. 4)."""
+    norm = lambda v: 2 * math.atanh(float(np.linalg.norm(v)))  # noqa: E731
+
+    def dcp(c, p):
+        return mobius_distance(c, p) * (1 + max(norm(p) - norm(c) + gamma, 0.0))
+
+    m = len(Z)
+    rank = sorted(range(m), key=lambda c: (-np.linalg.norm(Z[c]), c))
+    position = {c: r for r, c in enumerate(rank)}
+    node_parent = {
+        c: min((p for p in range(m) if position[p] > position[c]), key=lambda p: dcp(Z[c], Z[p]))
+        for c in range(m)
+        if position[c] < m - 1
+    }
+    sets: dict[int, set[int]] = {c: set() for c in range(m)}
+    direct: dict[int, set[int]] = {c: set() for c in range(m)}  # §4.2: the points' own child
+    for i, x in enumerate(X):
+        v = min(range(m), key=lambda p: dcp(x, Z[p]))
+        direct[v].add(i)
+        while True:
+            sets[v].add(i)
+            if v not in node_parent:
+                break
+            v = node_parent[v]
+    return {frozenset(s) for s in [*sets.values(), *direct.values()] if len(s) >= 2}
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(1, 25), m=st.integers(1, 10), d=st.integers(1, 4), seed=st.integers(0, 2**32 - 1)
+)
+def test_decode_equals_the_brute_force_decoding(n, m, d, seed) -> None:
+    rng = np.random.default_rng(seed)
+    X = in_ball(rng, n, d, 0.9)
+    X *= 0.9 / np.linalg.norm(X, axis=1, keepdims=True)
+    Z = in_ball(rng, m, d, 0.8)
+    h = decode(X, Z, 0.5, {})
+    check_structure(h)
+    sets = leaves_under(h)
+    got = {frozenset(sets[v]) for v in range(n, h.n_nodes)}
+    assert got == brute_force_leaf_sets(X, Z, 0.5)
+    children = np.bincount(h.edges[:, 1], minlength=h.n_nodes)[n:]
+    assert np.all(children >= 2)  # pruned: no empty or single-child clusters
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    n=st.integers(1, 30),
+    d=st.integers(1, 5),
+    m=st.integers(2, 12),
+    parent_term=st.sampled_from(["norms", "paper", None]),
+    init=st.sampled_from(["random", "kmeans++"]),
+    seed=st.integers(0, 1000),
+)
+def test_fit_gives_a_valid_tree_and_is_deterministic(n, d, m, parent_term, init, seed) -> None:
+    X = np.random.default_rng(seed).normal(size=(n, d))
+    kw = dict(n_internal=m, n_epochs=2, epoch_size=60, batch_size=20, parent_steps=3)
+    kw |= dict(parent_every=1, parent_term=parent_term, init=init, random_state=seed)
+    est = GHHC(**kw).fit(X)
+    check_structure(est.hierarchy_)
+    assert np.all(np.linalg.norm(est.nodes_, axis=1) <= est.max_norm + 1e-12)
+    again = GHHC(**kw).fit(X)
+    np.testing.assert_array_equal(est.nodes_, again.nodes_)
+    np.testing.assert_array_equal(est.hierarchy_.edges, again.hierarchy_.edges)
+    d_ = est.delta_
+    assert sorted(d_.node_id.tolist()) == list(range(est.hierarchy_.n_nodes))
+
+
+def test_partial_fit_covers_every_point_and_its_deltas_replay_to_the_tree() -> None:
+    rng = np.random.default_rng(3)
+    centres = rng.normal(size=(4, 8)) * 4
+    est = GHHC(n_internal=12, epoch_size=200, random_state=1)
+    nodes: set[int] = set()
+    edges: set[tuple[int, int]] = set()
+    for batch in range(3):
+        y = rng.integers(0, 4, 30)
+        est.partial_fit(centres[y] + rng.normal(size=(30, 8)))
+        delta = est.delta_
+        assert not set(delta.retired.tolist()) & set(delta.node_id.tolist())
+        nodes -= set(delta.retired.tolist())
+        edges -= {tuple(e) for e in delta.edges_retired.tolist()}
+        nodes |= set(delta.node_id.tolist())
+        edges |= {tuple(e) for e in delta.edges_added.tolist()}
+        h = est.hierarchy_
+        check_structure(h)
+        assert h.n_points == 30 * (batch + 1)
+        ids = np.r_[est.leaf_ids_, sorted(nodes - set(est.leaf_ids_.tolist()))]
+        assert len(nodes) == h.n_nodes and np.unique(est.leaf_ids_).size == h.n_points
+        assert edges == {tuple(e) for e in ids[h.edges].tolist()}
+    with pytest.raises(ConfigError, match="X has 3 columns; this GHHC was fitted on 8"):
+        est.partial_fit(np.ones((4, 3)))
+
+
+# -- sampling, parameters, quality ---------------------------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(3, 40), k=st.integers(1, 6), seed=st.integers(0, 2**32 - 1))
+def test_triples_lead_with_their_closest_pair_and_hold_a_knn_pair(n, k, seed) -> None:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    T = sample_triplets(X, 50, k, 0.0, np.random.default_rng(seed))
+    assert np.all((T[:, 0] != T[:, 1]) & (T[:, 1] != T[:, 2]) & (T[:, 0] != T[:, 2]))
+    D = np.linalg.norm(X[:, None] - X[None], axis=2)
+    np.fill_diagonal(D, np.inf)
+    kk = min(k, n - 1)
+    kth = np.sort(D, axis=1)[:, kk - 1]  # brute-force k-NN radius of every point
+    for i, j, t in T:
+        assert D[i, j] <= min(D[j, t], D[i, t])
+        assert any(D[a, b] <= kth[a] for a, b in [(i, j), (j, i), (i, t), (t, i), (j, t), (t, j)])
+
+
+def test_parameters_are_validated_with_a_clear_message() -> None:
+    X = np.eye(4)
+    with pytest.raises(ConfigError, match=r"'n_internal' parameter of GHHC must be an int"):
+        GHHC(n_internal=1).fit(X)
+    with pytest.raises(ConfigError, match="'loss' parameter of GHHC must be one of"):
+        GHHC(loss="hinge").fit(X)
+    with pytest.raises(ConfigError, match=r"'max_norm' parameter of GHHC .* must be below"):
+        GHHC(max_norm=0.95).fit(X)
+    with pytest.raises(ConfigError, match="non-finite"):
+        GHHC().fit(np.array([[0.0, np.nan]]))
+
+
+def test_separated_clusters_are_recovered() -> None:
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 25)
+    X = rng.normal(size=(4, 16))[y] * 6 + rng.normal(size=(100, 16))
+    h = GHHC(n_internal=32, random_state=0).fit(X).hierarchy_
+    assert dendrogram_purity(h, y) > 0.9
+
+
+def test_er_cluster_runs_ghhc_and_writes_a_tree(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from er.cluster import Hierarchy
+
+    X = np.random.default_rng(0).normal(size=(30, 5)).astype(np.float32)
+    np.save(tmp_path / "X.npy", X)
+    args = ["cluster", "--algorithm", "ghhc", "--input", str(tmp_path / "X.npy")]
+    args += ["--param", "n_internal=8", "--param", "epoch_size=100", "--output"]
+    done = subprocess.run(
+        [sys.executable, "-m", "er.cli", *args, str(tmp_path / "S.json")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    h = Hierarchy.from_json(json.loads((tmp_path / "S.json").read_text()))
+    assert h.algorithm == "ghhc" and h.params["n_internal"] == 8
+    check_structure(h)
+    bad = subprocess.run(
+        [sys.executable, "-m", "er.cli", *args[:5], "--param", "gamma=-1", "--output", "o.json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "'gamma' parameter of GHHC" in bad.stderr
