@@ -4,9 +4,9 @@
 
 Resolution as `er demo` does it (inferred featurizer, MBSCC in batches of 500, cut
 0.45); then, for a seeded sample of the entities of 2..12 mentions, the trellis over
-each entity and its 4 nearest outside mentions. Every pair of the trellis's items gets
-its confidence P(merge below the root); the table bins pairs by confidence decile and
-gives the fraction that are truly co-referent (gold ids). Writes a plot (PNG) beside
+each entity and its 4 nearest outside mentions. Every pair of a member with another
+item (member or outsider) gets its confidence P(merge below the root); the table bins
+pairs by confidence decile and gives the fraction that are truly co-referent (gold ids). Writes a plot (PNG) beside
 the JSON lines it prints.
 """
 
@@ -51,9 +51,11 @@ def calibrate(X, pred, gold, entities, beta: float) -> dict[str, object]:
             X, members, limit=CONFIDENCE_LIMIT, context=CONFIDENCE_CONTEXT, beta=beta
         )
         seconds.append(time.perf_counter() - started)
+        inside = set(out["members"])
         for a, b, p in out["pairs"]:
-            conf.append(p)
-            truth.append(gold[a] == gold[b])
+            if a in inside or b in inside:  # the product's question: a member and another
+                conf.append(p)
+                truth.append(gold[a] == gold[b])
     conf, truth = np.array(conf), np.array(truth)
     edges = np.linspace(0, 1, 11)
     bins = np.clip(np.digitize(conf, edges) - 1, 0, 9)
