@@ -6,8 +6,8 @@ Resolution as `er demo` does it (inferred featurizer, MBSCC in batches of 500, c
 0.45); then, for a seeded sample of the entities of 2..12 mentions, the trellis over
 each entity and its 4 nearest outside mentions. Every pair of a member with another
 item (member or outsider) gets its confidence P(merge below the root); the table bins
-pairs by confidence decile and gives the fraction that are truly co-referent (gold ids). Writes a plot (PNG) beside
-the JSON lines it prints.
+pairs by confidence decile and gives the fraction that are truly co-referent (gold ids).
+Writes a plot (PNG) beside the JSON lines it prints.
 """
 
 from __future__ import annotations
