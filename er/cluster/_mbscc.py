@@ -50,13 +50,25 @@ class _KnnLists:
         self.idx = np.zeros((0, k), np.int64)
         self.sim = np.zeros((0, k), np.float32)
 
-    def add(self, rows: NDArray[np.float32], block: int = 1024) -> NDArray[np.bool_]:
+    def add(
+        self,
+        rows: NDArray[np.float32],
+        neighbors: tuple[NDArray, NDArray] | None = None,
+        block: int = 1024,
+    ) -> NDArray[np.bool_]:
         """Add points; return (n,) True for U(0): new points, their neighbours, and old
-        points whose neighbour lists took a new point (§4.2)."""
+        points whose neighbour lists took a new point (§4.2).
+
+        ``neighbors`` = (idx, sim), each (b, w): the new rows' neighbours among all
+        points so far, from the caller's index; without it the lists are exact.
+        """
         n0 = self.X.shape[0]
         self._touched: list[NDArray[np.int64]] = []
         self.X = np.vstack([self.X, rows])
         n1 = self.X.shape[0]
+        if neighbors is not None:
+            new_idx, new_sim = self._take_given(*neighbors, n0)
+            return self._append(new_idx, new_sim, n0)
         new_idx = np.full((n1 - n0, self.k), -1, np.int64)
         new_sim = np.full((n1 - n0, self.k), -np.inf, np.float32)
         for start in range(n0, n1, block):
@@ -69,14 +81,61 @@ class _KnnLists:
                 top = top_k(S, k)
                 new_idx[start - n0 : stop - n0, :k] = top
                 new_sim[start - n0 : stop - n0, :k] = np.take_along_axis(S, top, axis=1)
+        return self._append(new_idx, new_sim, n0)
+
+    def _append(self, new_idx: NDArray, new_sim: NDArray, n0: int) -> NDArray[np.bool_]:
+        """Store the new rows' lists; U(0) as in :meth:`add`."""
         self.idx = np.vstack([self.idx, new_idx])
         self.sim = np.vstack([self.sim, new_sim])
-        marked = np.zeros(n1, bool)
+        marked = np.zeros(self.X.shape[0], bool)
         marked[n0:] = True
         marked[new_idx[new_idx >= 0]] = True
         for rows_touched in self._touched:
             marked[rows_touched] = True
         return marked
+
+    def _take_given(
+        self, idx: NDArray, sim: NDArray, n0: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        """New rows' top k from the supplied lists; old lists take the reverse edges.
+
+        An old point j takes new point i when sim(i, j) reaches j's k-th similarity
+        (§4.2: old points whose top k a new point enters); the pairs known are those
+        in the supplied lists, so with complete lists this equals the exact update.
+        """
+        b, w = idx.shape
+        ok = idx >= 0
+        key = np.where(ok, idx, np.iinfo(np.int64).max)
+        order = np.lexsort((key, -np.where(ok, sim, -np.inf)), axis=-1)[:, : self.k]
+        new_idx = np.full((b, self.k), -1, np.int64)
+        new_sim = np.full((b, self.k), -np.inf, np.float32)
+        new_idx[:, : order.shape[1]] = np.take_along_axis(np.where(ok, idx, -1), order, axis=1)
+        new_sim[:, : order.shape[1]] = np.take_along_axis(np.where(ok, sim, -np.inf), order, axis=1)
+        old = ok & (idx < n0)
+        rows = np.repeat(np.arange(n0, n0 + b), w).reshape(b, w)[old]
+        self._merge_pairs(idx[old], rows, sim[old])
+        return new_idx, new_sim
+
+    def _merge_pairs(self, old: NDArray, new: NDArray, s: NDArray) -> None:
+        """Let new point new[e] into old point old[e]'s list at similarity s[e]."""
+        beats = s >= self.sim[old].min(axis=1)  # -inf while a list is not full
+        old, new, s = old[beats], new[beats], s[beats]
+        rows = np.unique(old)
+        if rows.size == 0:
+            return
+        self._touched.append(rows)
+        # all entries of the touched lists plus the candidates, best k per row,
+        # ties to the lower point index (the exact path's order)
+        r = np.concatenate([np.repeat(rows, self.k), old])
+        c = np.concatenate([self.idx[rows].ravel(), new])
+        v = np.concatenate([self.sim[rows].ravel(), s])
+        order = np.lexsort((np.where(c < 0, np.iinfo(np.int64).max, c), -v, r))
+        r, c, v = r[order], c[order], v[order]
+        rank = np.arange(r.size) - np.searchsorted(r, r)
+        top = rank < self.k
+        pos = np.searchsorted(rows, r[top])
+        self.idx[rows[pos], rank[top]] = c[top]
+        self.sim[rows[pos], rank[top]] = v[top]
 
     def _merge_old(self, S_old: NDArray[np.float32], first_new: int) -> None:
         """Let new points (columns of S_old.T) into the lists of old points they beat."""
@@ -104,6 +163,29 @@ class _KnnLists:
         ok = self.idx >= 0
         rows = np.repeat(np.arange(n), self.k).reshape(n, self.k)[ok]
         return as_graph((rows, self.idx[ok], self.sim[ok]), n)
+
+
+def _check_neighbors(idx: Any, sim: Any, n0: int, n1: int) -> tuple[NDArray, NDArray]:
+    """Supplied k-NN lists of rows n0..n1-1: shapes, id range, no self, finite values."""
+    idx, sim = np.asarray(idx), np.asarray(sim)
+    b = n1 - n0
+    if idx.ndim != 2 or idx.shape[0] != b or sim.shape != idx.shape:
+        raise ConfigError(
+            f"neighbors: expected (idx, sim) of shape ({b}, w), one row per new point. "
+            f"Got {idx.shape} and {sim.shape}."
+        )
+    if not np.issubdtype(idx.dtype, np.integer):
+        raise ConfigError(f"neighbors: idx must hold integer point indices. Got {idx.dtype}.")
+    idx = idx.astype(np.int64)
+    ok = idx >= 0
+    if (idx < -1).any() or (idx >= n1).any():
+        raise ConfigError(f"neighbors: idx must be in 0..{n1 - 1}, or -1 for none.")
+    if (idx == np.arange(n0, n1)[:, None]).any():
+        raise ConfigError("neighbors: a point is listed as its own neighbour.")
+    sim = sim.astype(np.float32)
+    if not np.isfinite(sim[ok]).all():
+        raise ConfigError("neighbors: sim must be finite where idx is not -1.")
+    return idx, sim
 
 
 class MBSCC:
@@ -166,11 +248,31 @@ class MBSCC:
         """Start over with the rows of X as the first mini-batch."""
         return self._fit(X, partial=False)
 
-    def partial_fit(self, X: NDArray[np.floating]) -> MBSCC:
-        """Add the rows of X as the next mini-batch."""
-        return self._fit(X, partial=True)
+    def partial_fit(
+        self, X: NDArray[np.floating], neighbors: tuple[NDArray, NDArray] | None = None
+    ) -> MBSCC:
+        """Add the rows of X as the next mini-batch.
 
-    def _fit(self, X: NDArray[np.floating], partial: bool) -> MBSCC:
+        Parameters
+        ----------
+        X : ndarray of shape (b, d)
+        neighbors : tuple (idx, sim) of ndarrays of shape (b, w), optional
+            The new rows' nearest neighbours among all points so far, from a k-NN
+            index (``er.ann.batch_neighbors``): ``idx`` holds global point indices
+            (earlier points 0..n0-1, this batch n0..n0+b-1, never the row itself,
+            -1 for none), ``sim`` their cosine similarities. MBSCC keeps the top k
+            per new row and updates the old points' lists with the reverse edges.
+            With the complete exact lists the result equals the default, where
+            MBSCC searches exactly itself (O(b n d) per batch).
+        """
+        return self._fit(X, partial=True, neighbors=neighbors)
+
+    def _fit(
+        self,
+        X: NDArray[np.floating],
+        partial: bool,
+        neighbors: tuple[NDArray, NDArray] | None = None,
+    ) -> MBSCC:
         validate_params(self)
         rows = normalize_rows(np.asarray(X))
         if not partial or not hasattr(self, "_knn"):
@@ -184,8 +286,11 @@ class MBSCC:
             raise ConfigError(
                 f"X has {rows.shape[1]} columns; this MBSCC was fitted on {self._knn.X.shape[1]}."
             )
+        if neighbors is not None:  # checked before any state changes
+            n0 = self._knn.X.shape[0]
+            neighbors = _check_neighbors(*neighbors, n0, n0 + rows.shape[0])
         self._point_ids = np.r_[self._point_ids, self._take_ids(rows.shape[0])]
-        marked = self._knn.add(rows)
+        marked = self._knn.add(rows, neighbors)
         taus = thresholds(self.tau_max, self.tau_min, self.n_levels, self.schedule)
         vectors = self._knn.X if self.linkage == "centroid" else None
         agg = Agglomerator(self._knn.graph(), self.linkage, vectors)
