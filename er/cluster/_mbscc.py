@@ -404,44 +404,62 @@ def _next_marks(marked: NDArray, out_pc: NDArray, old: _Round | None, n: int, m:
 
 
 class _Snapshot:
-    """A structure in stable ids: node attributes and parent edges."""
+    """A structure in stable ids, as arrays sorted by id: node attributes, parent edges.
+
+    Comparing two snapshots is whole-array (searchsorted, isin): at 100k points a
+    per-node Python loop here cost more than the SCC rounds.
+    """
 
     def __init__(
-        self, attrs: dict[int, tuple], edges: set[tuple[int, int]], leaves: set[int]
+        self, ids: NDArray, attrs: NDArray, score: NDArray, leaf: NDArray, edges: NDArray
     ) -> None:
-        self.attrs, self.edges, self.leaves = attrs, edges, leaves
+        self.ids, self.attrs, self.score, self.leaf = ids, attrs, score, leaf
+        self.edges = edges  # (e, 2) (child, parent), sorted by child then parent
 
     @classmethod
     def empty(cls) -> _Snapshot:
-        return cls({}, set(), set())
+        z = np.zeros(0, np.int64)
+        return cls(
+            z, np.zeros((0, 3), np.int64), np.zeros(0), z.astype(bool), np.zeros((0, 2), np.int64)
+        )
 
     @classmethod
     def of(cls, h: Hierarchy, ids: NDArray[np.int64], sizes: NDArray[np.int64]) -> _Snapshot:
-        attrs = {
-            int(ids[v]): (int(sizes[v]), float(h.score[v]), int(h.level_lo[v]), int(h.level_hi[v]))
-            for v in range(h.n_nodes)
-        }
-        edges = {(int(ids[c]), int(ids[p])) for c, p in h.edges}
-        return cls(attrs, edges, {int(i) for i in ids[: h.n_points]})
+        order = np.argsort(ids, kind="stable")
+        attrs = np.stack([sizes, h.level_lo, h.level_hi], axis=1).astype(np.int64)
+        leaf = np.arange(h.n_nodes) < h.n_points
+        edges = np.asarray(ids)[np.asarray(h.edges, np.int64).reshape(-1, 2)]
+        edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+        score = np.asarray(h.score, np.float64)
+        return cls(ids[order], attrs[order], score[order], leaf[order], edges)
 
     def delta_from(self, old: _Snapshot, algorithm: str) -> ClusteringDelta:
-        changed = sorted(
-            v for v, a in self.attrs.items() if v not in old.attrs or not _same(old.attrs[v], a)
-        )
-        get = self.attrs.__getitem__
+        changed = np.ones(self.ids.size, bool)
+        if old.ids.size:
+            pos = np.minimum(np.searchsorted(old.ids, self.ids), old.ids.size - 1)
+            a, b = old.score[pos], self.score
+            changed = ~(
+                (old.ids[pos] == self.ids)
+                & (old.attrs[pos] == self.attrs).all(axis=1)
+                & ((a == b) | (np.isnan(a) & np.isnan(b)))
+            )
         return ClusteringDelta(
-            node_id=changed,
-            is_leaf=[v in self.leaves for v in changed],
-            size=[get(v)[0] for v in changed],
-            score=[get(v)[1] for v in changed],
-            level_lo=[get(v)[2] for v in changed],
-            level_hi=[get(v)[3] for v in changed],
-            retired=sorted(set(old.attrs) - set(self.attrs)),
-            edges_added=sorted(self.edges - old.edges),
-            edges_retired=sorted(old.edges - self.edges),
+            node_id=self.ids[changed],
+            is_leaf=self.leaf[changed],
+            size=self.attrs[changed, 0],
+            score=self.score[changed],
+            level_lo=self.attrs[changed, 1],
+            level_hi=self.attrs[changed, 2],
+            retired=old.ids[~np.isin(old.ids, self.ids)],
+            edges_added=_edge_difference(self.edges, old.edges),
+            edges_retired=_edge_difference(old.edges, self.edges),
             algorithm=algorithm,
         )
 
 
-def _same(a: tuple, b: tuple) -> bool:
-    return a[0] == b[0] and a[2:] == b[2:] and (a[1] == b[1] or (np.isnan(a[1]) and np.isnan(b[1])))
+def _edge_difference(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Rows of a (sorted (e, 2) edges) that are not rows of b, in a's order."""
+    if a.size == 0 or b.size == 0:
+        return a
+    base = int(max(a.max(), b.max())) + 1
+    return a[~np.isin(a[:, 0] * base + a[:, 1], b[:, 0] * base + b[:, 1])]
