@@ -230,3 +230,16 @@ def test_exact_index_graph_equals_knn_graph() -> None:
     G = index_knn_graph(X, K, backend="exact")
     E = knn_graph(X, K)
     assert (G != E).nnz == 0
+
+
+@pytest.mark.slow
+def test_default_backend_recall_on_the_hard_mixture() -> None:
+    """Issue #13: recall@10 >= 0.95 against exact search on hard data (bench: 100k)."""
+    from er.cluster._synthetic import hard_mixture
+
+    X = normalize_rows(hard_mixture(20_500, noise=1.0, seed=3)[0])
+    index = make_index("auto", dim=64)
+    for start in range(0, 20_000, 1000):
+        index.add(X[start : start + 1000])
+    truth, _ = brute(X[20_000:], X[:20_000], K)
+    assert recall(index.query(X[20_000:], K)[0], truth) >= 0.95
