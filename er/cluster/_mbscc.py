@@ -162,7 +162,7 @@ class _KnnLists:
         n = self.X.shape[0]
         ok = self.idx >= 0
         rows = np.repeat(np.arange(n), self.k).reshape(n, self.k)[ok]
-        return as_graph((rows, self.idx[ok], self.sim[ok]), n)
+        return as_graph((rows, self.idx[ok], self.sim[ok]), n, distinct=True)
 
 
 def _check_neighbors(idx: Any, sim: Any, n0: int, n1: int) -> tuple[NDArray, NDArray]:
@@ -182,6 +182,9 @@ def _check_neighbors(idx: Any, sim: Any, n0: int, n1: int) -> tuple[NDArray, NDA
         raise ConfigError(f"neighbors: idx must be in 0..{n1 - 1}, or -1 for none.")
     if (idx == np.arange(n0, n1)[:, None]).any():
         raise ConfigError("neighbors: a point is listed as its own neighbour.")
+    ordered = np.sort(idx, axis=1)
+    if ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any():
+        raise ConfigError("neighbors: a row lists the same neighbour twice.")
     sim = sim.astype(np.float32)
     if not np.isfinite(sim[ok]).all():
         raise ConfigError("neighbors: sim must be finite where idx is not -1.")
@@ -317,11 +320,13 @@ class MBSCC:
         """
         ids = np.empty(h.n_nodes, np.int64)
         ids[: h.n_points] = self._point_ids
+        known, indices, indptr = self._ids, M.indices, M.indptr.tolist()
         for v in range(h.n_points, h.n_nodes):
-            key = M.indices[M.indptr[v] : M.indptr[v + 1]].tobytes()
-            if key not in self._ids:
-                self._ids[key] = int(self._take_ids(1)[0])
-            ids[v] = self._ids[key]
+            key = indices[indptr[v] : indptr[v + 1]].tobytes()
+            if key not in known:
+                known[key] = self._next_id
+                self._next_id += 1
+            ids[v] = known[key]
         return ids
 
 

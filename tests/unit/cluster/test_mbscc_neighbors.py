@@ -105,6 +105,8 @@ def test_bad_neighbors_are_config_errors() -> None:
         m.partial_fit(X[5:], neighbors=(good_idx + 9, np.zeros((5, 2))))
     with pytest.raises(ConfigError, match="own neighbour"):
         m.partial_fit(X[5:], neighbors=(np.array([[5, 0]] * 5), np.zeros((5, 2))))
+    with pytest.raises(ConfigError, match="same neighbour twice"):
+        m.partial_fit(X[5:], neighbors=(np.array([[1, 1]] * 5), np.zeros((5, 2))))
     with pytest.raises(ConfigError, match="finite"):
         m.partial_fit(X[5:], neighbors=(good_idx, np.full((5, 2), np.nan)))
     assert m._knn.X.shape[0] == 5 and m._point_ids.size == 5  # refused batches left no trace
