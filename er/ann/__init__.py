@@ -1,5 +1,21 @@
-"""Approximate nearest neighbours (annoy) feeding the clustering cores' graph input."""
+"""Approximate nearest neighbours: the incremental k-NN index and annoy's one-shot graph.
+
+:func:`make_index` builds a :class:`NeighborIndex` (exact, hnswlib, annoy segments, or
+``auto``); :func:`batch_neighbors` adds a mini-batch and returns its k-NN among all
+points, the form :meth:`er.cluster.MBSCC.partial_fit` takes as ``neighbors=``.
+"""
 
 from er.ann._annoy_index import annoy_knn_graph
+from er.ann._index import BACKENDS, NeighborIndex, VectorIndex, load_index, make_index
+from er.ann._knn import batch_neighbors, index_knn_graph
 
-__all__ = ["annoy_knn_graph"]
+__all__ = [
+    "BACKENDS",
+    "NeighborIndex",
+    "VectorIndex",
+    "annoy_knn_graph",
+    "batch_neighbors",
+    "index_knn_graph",
+    "load_index",
+    "make_index",
+]

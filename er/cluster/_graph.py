@@ -124,7 +124,10 @@ def _max_duplicates(
 
 
 def as_graph(
-    edges: sparse.sparray | sparse.spmatrix | tuple[NDArray, NDArray, NDArray], n: int | None = None
+    edges: sparse.sparray | sparse.spmatrix | tuple[NDArray, NDArray, NDArray],
+    n: int | None = None,
+    *,
+    distinct: bool = False,
 ) -> sparse.csr_array:
     """Symmetric CSR similarity graph from COO triples or a sparse matrix.
 
@@ -134,6 +137,9 @@ def as_graph(
         Duplicate and reverse entries are merged by keeping the larger similarity.
     n : int, optional
         Number of nodes when ``edges`` is a tuple (default: largest id + 1).
+    distinct : bool, default False
+        The caller guarantees no (row, col) pair repeats (k-NN lists): skips the
+        sort that resolves duplicates; the result is the same.
 
     Returns
     -------
@@ -150,7 +156,11 @@ def as_graph(
     if not np.all(np.isfinite(sim)):
         raise ConfigError("Similarity graph weights must be finite.")
     keep = row != col
-    G = _max_duplicates(row[keep], col[keep], sim[keep].astype(np.float64), n)
+    if distinct:
+        r, c, v = row[keep], col[keep], sim[keep].astype(np.float64)
+        G = sparse.coo_array((v, (r, c)), shape=(n, n)).tocsr()
+    else:
+        G = _max_duplicates(row[keep], col[keep], sim[keep].astype(np.float64), n)
     # Keep the stronger of (i, j) and (j, i): +1 shift so zero-similarity edges survive.
     shifted = G.copy()
     shifted.data = shifted.data.astype(np.float64) - G.data.min(initial=0) + 1.0

@@ -50,13 +50,25 @@ class _KnnLists:
         self.idx = np.zeros((0, k), np.int64)
         self.sim = np.zeros((0, k), np.float32)
 
-    def add(self, rows: NDArray[np.float32], block: int = 1024) -> NDArray[np.bool_]:
+    def add(
+        self,
+        rows: NDArray[np.float32],
+        neighbors: tuple[NDArray, NDArray] | None = None,
+        block: int = 1024,
+    ) -> NDArray[np.bool_]:
         """Add points; return (n,) True for U(0): new points, their neighbours, and old
-        points whose neighbour lists took a new point (§4.2)."""
+        points whose neighbour lists took a new point (§4.2).
+
+        ``neighbors`` = (idx, sim), each (b, w): the new rows' neighbours among all
+        points so far, from the caller's index; without it the lists are exact.
+        """
         n0 = self.X.shape[0]
         self._touched: list[NDArray[np.int64]] = []
         self.X = np.vstack([self.X, rows])
         n1 = self.X.shape[0]
+        if neighbors is not None:
+            new_idx, new_sim = self._take_given(*neighbors, n0)
+            return self._append(new_idx, new_sim, n0)
         new_idx = np.full((n1 - n0, self.k), -1, np.int64)
         new_sim = np.full((n1 - n0, self.k), -np.inf, np.float32)
         for start in range(n0, n1, block):
@@ -69,14 +81,61 @@ class _KnnLists:
                 top = top_k(S, k)
                 new_idx[start - n0 : stop - n0, :k] = top
                 new_sim[start - n0 : stop - n0, :k] = np.take_along_axis(S, top, axis=1)
+        return self._append(new_idx, new_sim, n0)
+
+    def _append(self, new_idx: NDArray, new_sim: NDArray, n0: int) -> NDArray[np.bool_]:
+        """Store the new rows' lists; U(0) as in :meth:`add`."""
         self.idx = np.vstack([self.idx, new_idx])
         self.sim = np.vstack([self.sim, new_sim])
-        marked = np.zeros(n1, bool)
+        marked = np.zeros(self.X.shape[0], bool)
         marked[n0:] = True
         marked[new_idx[new_idx >= 0]] = True
         for rows_touched in self._touched:
             marked[rows_touched] = True
         return marked
+
+    def _take_given(
+        self, idx: NDArray, sim: NDArray, n0: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        """New rows' top k from the supplied lists; old lists take the reverse edges.
+
+        An old point j takes new point i when sim(i, j) reaches j's k-th similarity
+        (§4.2: old points whose top k a new point enters); the pairs known are those
+        in the supplied lists, so with complete lists this equals the exact update.
+        """
+        b, w = idx.shape
+        ok = idx >= 0
+        key = np.where(ok, idx, np.iinfo(np.int64).max)
+        order = np.lexsort((key, -np.where(ok, sim, -np.inf)), axis=-1)[:, : self.k]
+        new_idx = np.full((b, self.k), -1, np.int64)
+        new_sim = np.full((b, self.k), -np.inf, np.float32)
+        new_idx[:, : order.shape[1]] = np.take_along_axis(np.where(ok, idx, -1), order, axis=1)
+        new_sim[:, : order.shape[1]] = np.take_along_axis(np.where(ok, sim, -np.inf), order, axis=1)
+        old = ok & (idx < n0)
+        rows = np.repeat(np.arange(n0, n0 + b), w).reshape(b, w)[old]
+        self._merge_pairs(idx[old], rows, sim[old])
+        return new_idx, new_sim
+
+    def _merge_pairs(self, old: NDArray, new: NDArray, s: NDArray) -> None:
+        """Let new point new[e] into old point old[e]'s list at similarity s[e]."""
+        beats = s >= self.sim[old].min(axis=1)  # -inf while a list is not full
+        old, new, s = old[beats], new[beats], s[beats]
+        rows = np.unique(old)
+        if rows.size == 0:
+            return
+        self._touched.append(rows)
+        # all entries of the touched lists plus the candidates, best k per row,
+        # ties to the lower point index (the exact path's order)
+        r = np.concatenate([np.repeat(rows, self.k), old])
+        c = np.concatenate([self.idx[rows].ravel(), new])
+        v = np.concatenate([self.sim[rows].ravel(), s])
+        order = np.lexsort((np.where(c < 0, np.iinfo(np.int64).max, c), -v, r))
+        r, c, v = r[order], c[order], v[order]
+        rank = np.arange(r.size) - np.searchsorted(r, r)
+        top = rank < self.k
+        pos = np.searchsorted(rows, r[top])
+        self.idx[rows[pos], rank[top]] = c[top]
+        self.sim[rows[pos], rank[top]] = v[top]
 
     def _merge_old(self, S_old: NDArray[np.float32], first_new: int) -> None:
         """Let new points (columns of S_old.T) into the lists of old points they beat."""
@@ -103,7 +162,33 @@ class _KnnLists:
         n = self.X.shape[0]
         ok = self.idx >= 0
         rows = np.repeat(np.arange(n), self.k).reshape(n, self.k)[ok]
-        return as_graph((rows, self.idx[ok], self.sim[ok]), n)
+        return as_graph((rows, self.idx[ok], self.sim[ok]), n, distinct=True)
+
+
+def _check_neighbors(idx: Any, sim: Any, n0: int, n1: int) -> tuple[NDArray, NDArray]:
+    """Supplied k-NN lists of rows n0..n1-1: shapes, id range, no self, finite values."""
+    idx, sim = np.asarray(idx), np.asarray(sim)
+    b = n1 - n0
+    if idx.ndim != 2 or idx.shape[0] != b or sim.shape != idx.shape:
+        raise ConfigError(
+            f"neighbors: expected (idx, sim) of shape ({b}, w), one row per new point. "
+            f"Got {idx.shape} and {sim.shape}."
+        )
+    if not np.issubdtype(idx.dtype, np.integer):
+        raise ConfigError(f"neighbors: idx must hold integer point indices. Got {idx.dtype}.")
+    idx = idx.astype(np.int64)
+    ok = idx >= 0
+    if (idx < -1).any() or (idx >= n1).any():
+        raise ConfigError(f"neighbors: idx must be in 0..{n1 - 1}, or -1 for none.")
+    if (idx == np.arange(n0, n1)[:, None]).any():
+        raise ConfigError("neighbors: a point is listed as its own neighbour.")
+    ordered = np.sort(idx, axis=1)
+    if ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any():
+        raise ConfigError("neighbors: a row lists the same neighbour twice.")
+    sim = sim.astype(np.float32)
+    if not np.isfinite(sim[ok]).all():
+        raise ConfigError("neighbors: sim must be finite where idx is not -1.")
+    return idx, sim
 
 
 class MBSCC:
@@ -166,11 +251,31 @@ class MBSCC:
         """Start over with the rows of X as the first mini-batch."""
         return self._fit(X, partial=False)
 
-    def partial_fit(self, X: NDArray[np.floating]) -> MBSCC:
-        """Add the rows of X as the next mini-batch."""
-        return self._fit(X, partial=True)
+    def partial_fit(
+        self, X: NDArray[np.floating], neighbors: tuple[NDArray, NDArray] | None = None
+    ) -> MBSCC:
+        """Add the rows of X as the next mini-batch.
 
-    def _fit(self, X: NDArray[np.floating], partial: bool) -> MBSCC:
+        Parameters
+        ----------
+        X : ndarray of shape (b, d)
+        neighbors : tuple (idx, sim) of ndarrays of shape (b, w), optional
+            The new rows' nearest neighbours among all points so far, from a k-NN
+            index (``er.ann.batch_neighbors``): ``idx`` holds global point indices
+            (earlier points 0..n0-1, this batch n0..n0+b-1, never the row itself,
+            -1 for none), ``sim`` their cosine similarities. MBSCC keeps the top k
+            per new row and updates the old points' lists with the reverse edges.
+            With the complete exact lists the result equals the default, where
+            MBSCC searches exactly itself (O(b n d) per batch).
+        """
+        return self._fit(X, partial=True, neighbors=neighbors)
+
+    def _fit(
+        self,
+        X: NDArray[np.floating],
+        partial: bool,
+        neighbors: tuple[NDArray, NDArray] | None = None,
+    ) -> MBSCC:
         validate_params(self)
         rows = normalize_rows(np.asarray(X))
         if not partial or not hasattr(self, "_knn"):
@@ -184,8 +289,11 @@ class MBSCC:
             raise ConfigError(
                 f"X has {rows.shape[1]} columns; this MBSCC was fitted on {self._knn.X.shape[1]}."
             )
+        if neighbors is not None:  # checked before any state changes
+            n0 = self._knn.X.shape[0]
+            neighbors = _check_neighbors(*neighbors, n0, n0 + rows.shape[0])
         self._point_ids = np.r_[self._point_ids, self._take_ids(rows.shape[0])]
-        marked = self._knn.add(rows)
+        marked = self._knn.add(rows, neighbors)
         taus = thresholds(self.tau_max, self.tau_min, self.n_levels, self.schedule)
         vectors = self._knn.X if self.linkage == "centroid" else None
         agg = Agglomerator(self._knn.graph(), self.linkage, vectors)
@@ -212,11 +320,13 @@ class MBSCC:
         """
         ids = np.empty(h.n_nodes, np.int64)
         ids[: h.n_points] = self._point_ids
+        known, indices, indptr = self._ids, M.indices, M.indptr.tolist()
         for v in range(h.n_points, h.n_nodes):
-            key = M.indices[M.indptr[v] : M.indptr[v + 1]].tobytes()
-            if key not in self._ids:
-                self._ids[key] = int(self._take_ids(1)[0])
-            ids[v] = self._ids[key]
+            key = indices[indptr[v] : indptr[v + 1]].tobytes()
+            if key not in known:
+                known[key] = self._next_id
+                self._next_id += 1
+            ids[v] = known[key]
         return ids
 
 
@@ -299,44 +409,62 @@ def _next_marks(marked: NDArray, out_pc: NDArray, old: _Round | None, n: int, m:
 
 
 class _Snapshot:
-    """A structure in stable ids: node attributes and parent edges."""
+    """A structure in stable ids, as arrays sorted by id: node attributes, parent edges.
+
+    Comparing two snapshots is whole-array (searchsorted, isin): at 100k points a
+    per-node Python loop here cost more than the SCC rounds.
+    """
 
     def __init__(
-        self, attrs: dict[int, tuple], edges: set[tuple[int, int]], leaves: set[int]
+        self, ids: NDArray, attrs: NDArray, score: NDArray, leaf: NDArray, edges: NDArray
     ) -> None:
-        self.attrs, self.edges, self.leaves = attrs, edges, leaves
+        self.ids, self.attrs, self.score, self.leaf = ids, attrs, score, leaf
+        self.edges = edges  # (e, 2) (child, parent), sorted by child then parent
 
     @classmethod
     def empty(cls) -> _Snapshot:
-        return cls({}, set(), set())
+        z = np.zeros(0, np.int64)
+        return cls(
+            z, np.zeros((0, 3), np.int64), np.zeros(0), z.astype(bool), np.zeros((0, 2), np.int64)
+        )
 
     @classmethod
     def of(cls, h: Hierarchy, ids: NDArray[np.int64], sizes: NDArray[np.int64]) -> _Snapshot:
-        attrs = {
-            int(ids[v]): (int(sizes[v]), float(h.score[v]), int(h.level_lo[v]), int(h.level_hi[v]))
-            for v in range(h.n_nodes)
-        }
-        edges = {(int(ids[c]), int(ids[p])) for c, p in h.edges}
-        return cls(attrs, edges, {int(i) for i in ids[: h.n_points]})
+        order = np.argsort(ids, kind="stable")
+        attrs = np.stack([sizes, h.level_lo, h.level_hi], axis=1).astype(np.int64)
+        leaf = np.arange(h.n_nodes) < h.n_points
+        edges = np.asarray(ids)[np.asarray(h.edges, np.int64).reshape(-1, 2)]
+        edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+        score = np.asarray(h.score, np.float64)
+        return cls(ids[order], attrs[order], score[order], leaf[order], edges)
 
     def delta_from(self, old: _Snapshot, algorithm: str) -> ClusteringDelta:
-        changed = sorted(
-            v for v, a in self.attrs.items() if v not in old.attrs or not _same(old.attrs[v], a)
-        )
-        get = self.attrs.__getitem__
+        changed = np.ones(self.ids.size, bool)
+        if old.ids.size:
+            pos = np.minimum(np.searchsorted(old.ids, self.ids), old.ids.size - 1)
+            a, b = old.score[pos], self.score
+            changed = ~(
+                (old.ids[pos] == self.ids)
+                & (old.attrs[pos] == self.attrs).all(axis=1)
+                & ((a == b) | (np.isnan(a) & np.isnan(b)))
+            )
         return ClusteringDelta(
-            node_id=changed,
-            is_leaf=[v in self.leaves for v in changed],
-            size=[get(v)[0] for v in changed],
-            score=[get(v)[1] for v in changed],
-            level_lo=[get(v)[2] for v in changed],
-            level_hi=[get(v)[3] for v in changed],
-            retired=sorted(set(old.attrs) - set(self.attrs)),
-            edges_added=sorted(self.edges - old.edges),
-            edges_retired=sorted(old.edges - self.edges),
+            node_id=self.ids[changed],
+            is_leaf=self.leaf[changed],
+            size=self.attrs[changed, 0],
+            score=self.score[changed],
+            level_lo=self.attrs[changed, 1],
+            level_hi=self.attrs[changed, 2],
+            retired=old.ids[~np.isin(old.ids, self.ids)],
+            edges_added=_edge_difference(self.edges, old.edges),
+            edges_retired=_edge_difference(old.edges, self.edges),
             algorithm=algorithm,
         )
 
 
-def _same(a: tuple, b: tuple) -> bool:
-    return a[0] == b[0] and a[2:] == b[2:] and (a[1] == b[1] or (np.isnan(a[1]) and np.isnan(b[1])))
+def _edge_difference(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Rows of a (sorted (e, 2) edges) that are not rows of b, in a's order."""
+    if a.size == 0 or b.size == 0:
+        return a
+    base = int(max(a.max(), b.max())) + 1
+    return a[~np.isin(a[:, 0] * base + a[:, 1], b[:, 0] * base + b[:, 1])]

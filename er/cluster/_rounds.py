@@ -156,13 +156,15 @@ class Agglomerator:
         merged = np.flatnonzero(comp_size > 1)
         first_id = len(self.parent)
         new_node[merged] = first_id + np.arange(merged.size)
-        for c in merged:
-            self.parent.append(-1)
-            self.score.append(float(formed[c]))
-            self.level_lo.append(self.level)
+        self.parent.extend([-1] * merged.size)
+        self.score.extend(formed[merged].tolist())
+        self.level_lo.extend([self.level] * merged.size)
         members = np.flatnonzero(comp_size[label] > 1)
-        for i in members:
-            self.parent[self.node[i]] = int(new_node[label[i]])
+        # plain ints through tolist(): per-element numpy indexing dominated large rounds
+        for child, par in zip(
+            self.node[members].tolist(), new_node[label[members]].tolist(), strict=True
+        ):
+            self.parent[child] = par
         self._contract(label, n_comp, new_node)
         return int(merged.size)
 

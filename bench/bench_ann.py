@@ -1,0 +1,187 @@
+"""The incremental k-NN index on the hard 64-d mixture (issue #13).
+
+    python bench/bench_ann.py hac --n 20000             # average-linkage HAC DP (fastcluster)
+    python bench/bench_ann.py recall --n 100000          # recall@10, ms/query, per backend
+    python bench/bench_ann.py scc --n 100000             # SCC DP on the auto vs exact graph
+    python bench/bench_ann.py mbscc --n 100000 --batch 1000   # MBSCC on the index
+
+Data: ``er.cluster._synthetic.hard_mixture(n, noise=...)`` (64-d, clusters of 10).
+Recall@10 of a backend is measured on 1,000 held-out queries drawn from the same
+mixture against brute-force exact search; the index is built by adding the points
+in mini-batches of 1,000, as the pipeline does. Every row prints its command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import time
+from typing import Any
+
+import numpy as np
+
+from er.ann import batch_neighbors, index_knn_graph, make_index
+from er.cluster import normalize_rows
+from er.cluster._synthetic import hard_mixture
+
+
+def header(command: str) -> None:
+    print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
+    print(f"# command: {command}", flush=True)
+
+
+def data(n: int, noise: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    X, y = hard_mixture(n, noise=noise, seed=seed)
+    return normalize_rows(X), y
+
+
+def rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def hac(args: argparse.Namespace) -> None:
+    """Average-linkage HAC DP on a subsample (fastcluster, cosine).
+
+    The points of ``hard_mixture`` are drawn independently, so the first ``sample``
+    of the n points are a uniform subsample of the n-point mixture.
+    """
+    import fastcluster
+
+    from er.cluster import Hierarchy
+    from er.evaluation import dendrogram_purity
+
+    header(
+        f"python bench/bench_ann.py hac --n {args.n} --sample {args.sample} --noise {args.noise}"
+    )
+    X, y = data(args.n, args.noise)
+    X, y = X[: args.sample], y[: args.sample]
+    start = time.perf_counter()
+    h = Hierarchy.from_linkage(fastcluster.linkage(X, method="average", metric="cosine"))
+    seconds = time.perf_counter() - start
+    dp = dendrogram_purity(h, y)
+    row = {"algo": "hac", "n": args.n, "sample": args.sample, "noise": args.noise}
+    print(json.dumps(row | {"dp": round(dp, 4), "seconds": round(seconds, 1)}))
+
+
+def recall(args: argparse.Namespace) -> None:
+    """recall@10 and ms/query of each backend against brute force.
+
+    One index per build setting; query-time settings (hnsw ``ef``, annoy ``search_k``)
+    are varied on that index.
+    """
+    cmd = f"python bench/bench_ann.py recall --n {args.n} --noise {args.noise}"
+    header(cmd + f" --backends {' '.join(args.backends)} --ef {' '.join(map(str, args.ef))}")
+    X, _ = data(args.n + 1000, args.noise)
+    X, Q = X[: args.n], X[args.n :]
+    exact = make_index("exact", dim=X.shape[1])
+    exact.add(X)
+    start = time.perf_counter()
+    truth, _ = exact.query(Q, 10)
+    exact_ms = (time.perf_counter() - start) * 1000 / Q.shape[0]
+    print(json.dumps({"backend": "exact", "n": args.n, "ms_per_query": round(exact_ms, 3)}))
+    builds = {
+        "hnsw": [({"M": 16, "ef_construction": 100}, "ef", args.ef)],
+        "annoy": [
+            ({"n_trees": 10, "buffer_size": 10_000}, "search_k", [-1]),
+            ({"n_trees": 50, "buffer_size": 10_000}, "search_k", [10_000]),
+        ],
+    }
+    for backend in args.backends:
+        for build_params, knob, values in builds[backend]:
+            index = make_index(backend, dim=X.shape[1], seed=0, **build_params)
+            start = time.perf_counter()
+            for s in range(0, X.shape[0], 1000):
+                index.add(X[s : s + 1000])
+            build = time.perf_counter() - start
+            for value in values:
+                setattr(index._ann, knob, value)
+                start = time.perf_counter()
+                found, _ = index.query(Q, 10)
+                ms = (time.perf_counter() - start) * 1000 / Q.shape[0]
+                hits = [np.intersect1d(a, b).size / 10 for a, b in zip(found, truth, strict=True)]
+                row = {"backend": backend, "params": build_params | {knob: value}, "n": args.n}
+                row |= {"recall@10": round(float(np.mean(hits)), 4), "ms_per_query": round(ms, 3)}
+                row |= {"build_s": round(build, 1), "peak_rss_mb": rss_mb()}
+                print(json.dumps(row), flush=True)
+
+
+def scc(args: argparse.Namespace) -> None:
+    """SCC DP on the auto (index) graph next to the exact graph.
+
+    Two threshold settings: SCC's defaults, and the fixed 1.0 -> 0.0 that MBSCC uses
+    (the batch reference of the ``mbscc`` rows).
+    """
+    from er.cluster import SCC, knn_graph
+    from er.evaluation import dendrogram_purity
+
+    header(f"python bench/bench_ann.py scc --n {args.n} --noise {args.noise}")
+    X, y = data(args.n, args.noise)
+    for name in ("auto", "exact"):
+        start = time.perf_counter()
+        G = index_knn_graph(X, 10, backend="auto") if name == "auto" else knn_graph(X, 10)
+        graph_s = time.perf_counter() - start
+        for taus in ("default", "fixed 1.0-0.0"):
+            start = time.perf_counter()
+            est = SCC(k=10) if taus == "default" else SCC(k=10, tau_max=1.0, tau_min=0.0)
+            h = est.fit(X, graph=G).hierarchy_
+            row = {"graph": name, "thresholds": taus, "n": args.n}
+            row |= {"dp": round(dendrogram_purity(h, y), 4), "graph_s": round(graph_s, 1)}
+            row |= {"scc_s": round(time.perf_counter() - start, 1), "peak_rss_mb": rss_mb()}
+            print(json.dumps(row), flush=True)
+
+
+def mbscc(args: argparse.Namespace) -> None:
+    """MBSCC fed by the index in mini-batches, next to batch SCC with the same thresholds."""
+    from er.cluster import MBSCC
+    from er.evaluation import dendrogram_purity
+
+    cmd = f"python bench/bench_ann.py mbscc --n {args.n} --batch {args.batch} --noise {args.noise}"
+    header(cmd + f" --backend {args.backend} --marking {args.marking}")
+    X, y = data(args.n, args.noise)
+    index = make_index(args.backend, dim=X.shape[1], seed=0)
+    est = MBSCC(k=10, marking=args.marking)
+    knn_s = 0.0
+    start = time.perf_counter()
+    for s in range(0, X.shape[0], args.batch):
+        t = time.perf_counter()
+        neighbors = batch_neighbors(index, X[s : s + args.batch], 10)
+        knn_s += time.perf_counter() - t
+        est.partial_fit(X[s : s + args.batch], neighbors=neighbors)
+    seconds = time.perf_counter() - start
+    row: dict[str, Any] = {"algo": "mbscc", "backend": args.backend, "marking": args.marking}
+    row |= {
+        "n": args.n,
+        "batch": args.batch,
+        "seconds": round(seconds, 1),
+        "knn_s": round(knn_s, 1),
+    }
+    row |= {"points_per_s": round(args.n / seconds, 1), "peak_rss_mb": rss_mb()}
+    row["dp"] = round(dendrogram_purity(est.hierarchy_, y), 4)
+    print(json.dumps(row), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name, fn in (("hac", hac), ("recall", recall), ("scc", scc), ("mbscc", mbscc)):
+        p = sub.add_parser(name)
+        p.add_argument("--n", type=int, default=100_000)
+        p.add_argument("--noise", type=float, default=1.08)
+        p.set_defaults(func=fn)
+        if name == "hac":
+            p.add_argument("--sample", type=int, default=20_000)
+        if name == "recall":
+            p.add_argument("--backends", nargs="+", default=["hnsw", "annoy"])
+            p.add_argument("--ef", type=int, nargs="+", default=[100, 200, 300, 400])
+        if name == "mbscc":
+            p.add_argument("--batch", type=int, default=1000)
+            p.add_argument("--backend", default="auto")
+            p.add_argument("--marking", default="paper")
+    args = ap.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

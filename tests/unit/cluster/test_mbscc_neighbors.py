@@ -1,0 +1,114 @@
+"""MBSCC's ``neighbors=`` seam: supplied k-NN lists against MBSCC's own exact search.
+
+The oracle lists are brute-force numpy (every other point, by similarity), computed
+here, not by MBSCC or an index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from er.cluster import MBSCC, normalize_rows
+from er.cluster._graph import similarities
+from er.exceptions import ConfigError
+
+
+def complete_lists(X: np.ndarray, n0: int, width: int | None = None):
+    """Rows n0.. of X: every other point of X[:n], by decreasing cosine, ties to lower id.
+
+    Cosines follow er's one rounding rule (float64 product of the rows as MBSCC
+    normalises them, rounded to float32), so equal inputs give equal bits.
+    """
+    n = X.shape[0]
+    X = normalize_rows(X)
+    S = similarities(X[n0:], X)
+    S[np.arange(n - n0), np.arange(n0, n)] = -np.inf
+    ids = np.broadcast_to(np.arange(n), S.shape)
+    order = np.lexsort((ids, -S), axis=-1)[:, : (n - 1 if width is None else width)]
+    idx = np.take_along_axis(ids, order, axis=1).copy()
+    sim = np.take_along_axis(S, order, axis=1)
+    idx[~np.isfinite(sim)] = -1
+    return idx, sim
+
+
+def by_id(knn) -> tuple[np.ndarray, np.ndarray]:
+    """A k-NN list in id order (lists are sets; their stored order is free)."""
+    order = np.argsort(knn.idx, axis=1, kind="stable")
+    return np.take_along_axis(knn.idx, order, 1), np.take_along_axis(knn.sim, order, 1)
+
+
+def same_hierarchy(a, b) -> None:
+    np.testing.assert_array_equal(a.edges, b.edges)
+    np.testing.assert_array_equal(a.score, b.score)
+    np.testing.assert_array_equal(a.level_lo, b.level_lo)
+    np.testing.assert_array_equal(a.level_hi, b.level_hi)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(2, 50),
+    batch=st.integers(3, 30),
+    k=st.integers(1, 8),
+    dup=st.integers(0, 10),
+    marking=st.sampled_from(["paper", "exact"]),
+    seed=st.integers(0, 2**16),
+)
+def test_complete_exact_lists_through_the_seam_equal_mbscc_own_search(
+    n: int, batch: int, k: int, dup: int, marking: str, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(max(n // 6, 1), 4))
+    X = normalize_rows(centers[rng.integers(0, len(centers), n)] + 0.3 * rng.normal(size=(n, 4)))
+    X = np.vstack([X, X[rng.integers(0, n, dup)]])  # duplicates: tied similarities
+    own = MBSCC(k=k, n_levels=10, marking=marking)
+    fed = MBSCC(k=k, n_levels=10, marking=marking)
+    for start in range(0, X.shape[0], batch):
+        stop = min(start + batch, X.shape[0])
+        own.partial_fit(X[start:stop])
+        fed.partial_fit(X[start:stop], neighbors=complete_lists(X[:stop], start))
+        for got, want in zip(by_id(fed._knn), by_id(own._knn), strict=True):
+            np.testing.assert_array_equal(got, want)
+        same_hierarchy(fed.hierarchy_, own.hierarchy_)
+        np.testing.assert_array_equal(fed.node_ids_, own.node_ids_)
+        for field in ("node_id", "size", "score", "retired", "edges_added", "edges_retired"):
+            np.testing.assert_array_equal(getattr(fed.delta_, field), getattr(own.delta_, field))
+
+
+def test_top_k_lists_keep_true_similarities_and_the_new_rows_lists_are_exact() -> None:
+    rng = np.random.default_rng(1)
+    X = normalize_rows(rng.normal(size=(600, 8)))
+    own, fed = MBSCC(k=5), MBSCC(k=5)
+    for start in range(0, 600, 100):
+        own.partial_fit(X[start : start + 100])
+        top5 = complete_lists(X[: start + 100], start, 5)
+        fed.partial_fit(X[start : start + 100], neighbors=top5)
+        new = slice(start, start + 100)
+        np.testing.assert_array_equal(by_id(fed._knn)[0][new], by_id(own._knn)[0][new])
+    # old lists only miss pairs the new rows' top 5 did not list: each list holds true
+    # cosines, and is never better than the exact one
+    idx, sim = fed._knn.idx, fed._knn.sim
+    true = np.einsum("nd,nkd->nk", X.astype(np.float64), X[idx].astype(np.float64))
+    np.testing.assert_allclose(sim, true, atol=1e-6)
+    assert np.all(np.sort(sim, axis=1) <= np.sort(own._knn.sim, axis=1) + 1e-7)
+
+
+def test_bad_neighbors_are_config_errors() -> None:
+    X = normalize_rows(np.random.default_rng(0).normal(size=(10, 3)))
+    m = MBSCC(k=2).partial_fit(X[:5])
+    good_idx = np.array([[0, 1]] * 5)
+    with pytest.raises(ConfigError, match=r"shape \(5, w\)"):
+        m.partial_fit(X[5:], neighbors=(good_idx[:4], np.zeros((4, 2))))
+    with pytest.raises(ConfigError, match=r"in 0\.\.9"):
+        m.partial_fit(X[5:], neighbors=(good_idx + 9, np.zeros((5, 2))))
+    with pytest.raises(ConfigError, match="own neighbour"):
+        m.partial_fit(X[5:], neighbors=(np.array([[5, 0]] * 5), np.zeros((5, 2))))
+    with pytest.raises(ConfigError, match="same neighbour twice"):
+        m.partial_fit(X[5:], neighbors=(np.array([[1, 1]] * 5), np.zeros((5, 2))))
+    with pytest.raises(ConfigError, match="finite"):
+        m.partial_fit(X[5:], neighbors=(good_idx, np.full((5, 2), np.nan)))
+    assert m._knn.X.shape[0] == 5 and m._point_ids.size == 5  # refused batches left no trace
+    m.partial_fit(X[5:], neighbors=(good_idx, np.zeros((5, 2), np.float32)))
+    assert m.hierarchy_.n_points == 10
