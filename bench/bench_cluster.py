@@ -142,7 +142,9 @@ def one(args: argparse.Namespace) -> None:
         if h.is_tree:
             out["dp"] = round(dendrogram_purity(h, y), 4)
             out["best_level_f1"] = round(best_level_f1(h, y)[0], 4)  # every level
-        out["jacc_lbl"] = round(jaccard_metrics(h, y)["jacc_lbl"], 4)
+        jacc = jaccard_metrics(h, y)
+        out["jacc_lbl"] = round(jacc["jacc_lbl"], 4)
+        out["jacc_pt"] = round(jacc["jacc_pt"], 4)
     print(json.dumps(out), flush=True)
 
 
