@@ -676,18 +676,20 @@ class _BatchJob:
 
     def run(self, state: _State, path: Path) -> dict[str, Any]:
         timings: dict[str, float] = {}
-        if self.seq > state.seq:  # else: a crash came after the checkpoint, before "done"
-            with Session(self.engine) as session, session.begin():
-                rows = batch_mentions(session, self.coll_id, self.seq)
+        fresh = self.seq > state.seq  # else: a crash came after the checkpoint, before "done"
+        with Session(self.engine) as session, session.begin():
+            rows = batch_mentions(session, self.coll_id, self.seq)
+            if fresh:
                 session.execute(
                     update(Batch).where(Batch.id == self.batch_id).values(status="running")
                 )
+        if fresh:
             self._step(state, rows, timings)
             with _timed(timings, "checkpoint_s"):
                 _save_state(path, state)
         first, stop = state.ranges.get(self.seq, (0, 0))
+        exts = [ext for ext, _ in rows]
         with _timed(timings, "sql_s"), Session(self.engine) as session, session.begin():
-            exts = [ext for ext, _ in batch_mentions(session, self.coll_id, self.seq)]
             nodes = _point_nodes(state.core, stop)[first:stop].tolist()
             set_mention_nodes(session, self.coll_id, dict(zip(exts, nodes, strict=True)))
             finish_batch(session, self.batch_id, "done", timings, None)

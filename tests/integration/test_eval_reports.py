@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from sklearn.metrics.cluster import pair_confusion_matrix
 
+from ._procs import stop_all
+
 pytestmark = [pytest.mark.graph]
 
 
@@ -114,13 +116,4 @@ def test_beat_and_worker_evaluate_on_schedule(demo_dir: Path) -> None:
         new = [Path(path) for _, path in rows[before:]]
         assert all(p.is_file() and p.with_suffix(".json").is_file() for p in new)
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        import redis
-
-        redis.Redis(host="127.0.0.1", port=6379, db=db).flushdb()
+        stop_all(procs, db)

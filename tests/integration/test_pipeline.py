@@ -366,6 +366,8 @@ def test_postgres_restarted_mid_batch_then_the_batch_applies_once(
     settings_env, febrl, tmp_path
 ) -> None:
     """The real server restarts between the graph write and the batch's SQL commit."""
+    from sqlalchemy import text
+
     import er.pipeline as pipeline
     from er.exceptions import TransientStoreError
 
@@ -377,7 +379,8 @@ def test_postgres_restarted_mid_batch_then_the_batch_applies_once(
     def restart_then_write(session: Any, coll_id: int, nodes: Any) -> None:
         calls.append(1)
         if len(calls) == 2:
-            _restart_postgres()
+            session.execute(text("SELECT 1"))  # the transaction holds a connection ...
+            _restart_postgres()  # ... when the server goes down
         original(session, coll_id, nodes)
 
     pipeline.set_mention_nodes = restart_then_write

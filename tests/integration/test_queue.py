@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from ._procs import stop_all
+
 pytestmark = [pytest.mark.celery, pytest.mark.postgres, pytest.mark.graph, pytest.mark.slow]
 
 
@@ -101,16 +103,7 @@ def test_febrl3_through_redis_and_two_workers_equals_the_in_process_run(
         status = json.loads(_er(queued, "status", "--collection", "q", "--json").stdout)[0]
         assert status["batches"] == {"done": 10} and status["mentions"] == 5000
     finally:
-        for w in workers:
-            w.terminate()
-        for w in workers:
-            try:
-                w.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                w.kill()
-        import redis
-
-        redis.Redis(host="127.0.0.1", port=6379, db=db).flushdb()
+        stop_all(workers, db)
     in_process = _env(stores, ER_DATA_DIR=str(tmp_path / "local"))
     local = _er(in_process, "ingest", str(febrl_csv), "--collection", "local", *args)
     assert local.returncode == 0, local.stderr
