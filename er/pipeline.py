@@ -38,7 +38,9 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
-from er.cluster import Hierarchy, entity_confidence
+from er.ann import batch_neighbors, make_index
+from er.cluster import MBSCC, Hierarchy, entity_confidence
+from er.entities import EntityLedger
 from er.evaluation import coreference_report, cut_at_score
 from er.exceptions import BatchConflictError, ConfigError, ERError, TransientStoreError
 from er.featurize import Featurizer, FeaturizerConfig, RecordValidator, infer_config
@@ -338,7 +340,7 @@ CONFIG_KEYS = ("featurizer", "algorithm", "params", "cut_threshold")
 
 def _make_core(algorithm: str, params: dict[str, Any]) -> Any:
     """A fresh incremental core; one clear line for a bad name or parameter."""
-    from er.cluster import MBSCC, Grinch
+    from er.cluster import Grinch
     from er.cluster._params import validate_params
 
     if algorithm not in PIPELINE_ALGORITHMS:
@@ -563,6 +565,12 @@ class _State:
     core: Any
     n_points: int = 0
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq -> point rows
+    ledger: EntityLedger = field(default_factory=EntityLedger)  # stable entity ids
+    index: Any = None  # the k-NN index (er.ann), created with the first batch
+
+
+NEAR_K = 3  # NEAR edges written per new mention: the evidence `er query explain` shows
+INDEX_BACKEND = "exact"  # see _BatchJob._neighbors: an approximate one needs per-seq saves
 
 
 def _checkpoint_path(state_dir: Path, collection: str) -> Path:
@@ -577,6 +585,8 @@ def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
         state = pickle.load(f)  # er's own file under the data dir, never user input
     if not isinstance(state, _State):
         raise ERError(f"{path}: not an er checkpoint; move it away to rebuild the collection.")
+    if not hasattr(state, "ledger"):  # a checkpoint from before stable entity ids
+        state.ledger, state.index = EntityLedger(), None
     return state
 
 
@@ -703,17 +713,84 @@ class _BatchJob:
         first = state.n_points
         with _timed(timings, "featurize_s"):
             X = _featurizer(self.config)([payload for _, payload in rows])
+        with _timed(timings, "index_s"):
+            idx, sim = self._neighbors(state, X)
         with _timed(timings, "cluster_s"):
-            state.core.partial_fit(X)
+            if isinstance(state.core, MBSCC):
+                state.core.partial_fit(X, neighbors=(idx, sim))
+            else:
+                state.core.partial_fit(X)
         stop = first + X.shape[0]
-        nodes = _point_nodes(state.core, stop)[first:stop]
+        point_nodes = _point_nodes(state.core, stop)
+        nodes = point_nodes[first:stop]
+        with _timed(timings, "entities_s"):
+            cut = float(self.config.get("cut_threshold", DEFAULT_CUT))
+            step = state.ledger.step(self.seq, _entity_partition(state.core, point_nodes, cut))
+            near = _near_rows(point_nodes, first, idx, sim)
         with _timed(timings, "graph_s"):
             external = dict(zip(nodes.tolist(), (ext for ext, _ in rows), strict=True))
             self.graph.apply_delta(
-                self.collection, state.core.delta_, self.seq, external_ids=external
+                self.collection,
+                state.core.delta_,
+                self.seq,
+                external_ids=external,
+                entities=step,
+                near=near,
             )
         state.seq, state.n_points = self.seq, stop
         state.ranges[self.seq] = (first, stop)
+
+    def _neighbors(
+        self, state: _State, X: NDArray[np.float32]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        """Add the batch to the collection's k-NN index; its neighbours among all points.
+
+        The index is exact: it is pickled with the checkpoint, so a replayed batch
+        finds the same neighbours. (An approximate backend would have to be saved
+        per batch seq beside the checkpoint to replay exactly; at FEBRL sizes
+        ``auto`` would pick exact search anyway.) MBSCC takes these lists instead of
+        searching itself (``partial_fit(neighbors=)``; with exact lists the result
+        is the same), and the top ``NEAR_K`` become the mentions' NEAR edges.
+        """
+        if state.index is None:
+            state.index = make_index(INDEX_BACKEND, dim=X.shape[1])
+        k = max(int(getattr(state.core, "k", 0)), NEAR_K)
+        return batch_neighbors(state.index, X, k)
+
+
+def _entity_partition(core: Any, point_nodes: NDArray[np.int64], cut: float) -> list[list[int]]:
+    """The entities of the core's hierarchy at the collection's cut, as mention node ids.
+
+    Parameters
+    ----------
+    point_nodes : ndarray of int64, shape (n_points,)
+        Mention node id of each point.
+    """
+    label = cut_at_score(core.hierarchy_, cut)
+    order = np.argsort(label, kind="stable")
+    bounds = np.flatnonzero(np.diff(label[order])) + 1
+    return [group.tolist() for group in np.split(point_nodes[order], bounds)]
+
+
+def _near_rows(
+    point_nodes: NDArray[np.int64],
+    first: int,
+    idx: NDArray[np.int64],
+    sim: NDArray[np.float32],
+) -> list[tuple[int, int, float]]:
+    """``(mention, neighbour, cosine)`` of each new point's ``NEAR_K`` nearest neighbours.
+
+    Parameters
+    ----------
+    idx, sim : ndarray, shape (b, k)
+        The batch's neighbours (global point indices, -1 for none) and similarities.
+    """
+    rows = []
+    for r in range(idx.shape[0]):
+        for j, s in zip(idx[r, :NEAR_K].tolist(), sim[r, :NEAR_K].tolist(), strict=True):
+            if j >= 0:
+                rows.append((int(point_nodes[first + r]), int(point_nodes[j]), float(s)))
+    return rows
 
 
 class _timed:
@@ -737,17 +814,20 @@ def entities(
     """``(external_id, entity_id)`` of every accepted mention, in ingest order.
 
     An entity is the cut of the hierarchy at the collection's ``cut_threshold``
-    (merges at linkage >= the cut); its id is the id of the highest node of the
-    cut (a mention alone is its own entity). A mention whose batch is not clustered
-    yet has no entity (None).
+    (merges at linkage >= the cut). Its id is the stable entity id (DESIGN §3) of
+    the ``IN_ENTITY`` membership current at ``as_of``; a collection clustered before
+    stable ids existed falls back to the id of the cut's highest node. A mention
+    whose batch is not clustered yet has no entity (None).
     """
     coll = find_collection(session, collection)
     if coll is None:
         raise ERError(f"no collection {collection!r}.")
-    cut = float(coll.config.get("cut_threshold", DEFAULT_CUT))
-    hierarchy, ids = _hierarchy_from_store(graph.structure(collection, as_of=as_of))
-    label = cut_at_score(hierarchy, cut)
-    entity_of = {ids[i]: ids[label[i]] for i in range(hierarchy.n_points)}
+    entity_of = graph.entity_memberships(collection, as_of=as_of)
+    if not entity_of:
+        cut = float(coll.config.get("cut_threshold", DEFAULT_CUT))
+        hierarchy, ids = _hierarchy_from_store(graph.structure(collection, as_of=as_of))
+        label = cut_at_score(hierarchy, cut)
+        entity_of = {ids[i]: ids[label[i]] for i in range(hierarchy.n_points)}
     rows = session.execute(
         select(Mention.external_id, Mention.node_id)
         .where(Mention.collection_id == coll.id)

@@ -391,3 +391,84 @@ def test_mention_nodes_carry_external_ids(store: GraphStore, collection: str) ->
     store.apply_delta(collection, BATCH2, 2)  # a later delta without ids keeps them
     store.apply_delta(collection, delta([(0, True, 1, np.nan, 0)]), 3)
     assert store.node_of(collection, "rec-a") == 0
+
+
+# -- stable entity ids (DESIGN §3): memberships, events and k-NN evidence ----------------
+EXT = {0: "a", 1: "b", 2: "c", 3: "d"}
+
+
+def _entity_history(store: GraphStore, collection: str) -> list[Any]:
+    """Batch 1: entities {a,b} and {c,d}; batch 2: b moves (the graft of BATCH2) to {c,d}."""
+    from er.entities import EntityLedger
+
+    ledger = EntityLedger()
+    steps = [
+        ledger.step(1, [[0, 1], [2, 3]]),
+        ledger.step(2, [[0], [1, 2, 3]]),
+    ]
+    near = [(0, 1, 0.9), (1, 0, 0.9), (2, 3, 0.8), (1, 2, 0.6)]
+    store.apply_delta(collection, BATCH1, 1, external_ids=EXT, entities=steps[0], near=near)
+    store.apply_delta(collection, BATCH2, 2, entities=steps[1])
+    return steps
+
+
+def test_entity_memberships_are_read_as_of_every_batch(store: GraphStore, collection: str) -> None:
+    _entity_history(store, collection)
+    assert store.entity_memberships(collection, as_of=1) == {0: 1, 1: 1, 2: 2, 3: 2}
+    # b went with the larger part of {c,d}: {c,d} kept id 2; a kept id 1 on its own
+    assert store.entity_memberships(collection) == {0: 1, 1: 2, 2: 2, 3: 2}
+    then = store.entity_of_mention(collection, "b", as_of=1)
+    assert then is not None
+    assert (then["entity"], then["minted"], [m for m, _ in then["members"]]) == (1, 1, ["a", "b"])
+    now = store.entity_of_mention(collection, "b")
+    assert now is not None
+    assert (now["entity"], [m for m, _ in now["members"]]) == (2, ["b", "c", "d"])
+    assert store.entity_of_mention(collection, "zz") is None
+
+
+def test_mention_history_names_the_events_between_its_entities(
+    store: GraphStore, collection: str
+) -> None:
+    _entity_history(store, collection)
+    history = store.mention_history(collection, "b")
+    assert [(h["entity"], h["since"], h["until"]) for h in history] == [(1, 1, 2), (2, 2, None)]
+    # entity 1's members went to two entities at batch 2: a split, seen from both sides
+    event = {"batch": 2, "kind": "split", "from": 1, "to": 2}
+    assert history[0]["events"] == [event]
+    assert history[1]["events"] == [event]
+    assert store.mention_history(collection, "c") == [
+        {"entity": 2, "since": 1, "until": None, "events": [event]}
+    ]
+
+
+def test_entity_writes_replay_as_no_ops(store: GraphStore, collection: str) -> None:
+    steps = _entity_history(store, collection)
+    before = (store.entity_memberships(collection, as_of=1), store.entity_memberships(collection))
+    history = store.mention_history(collection, "b")
+    store.apply_delta(collection, BATCH2, 2, entities=steps[1])  # redelivered
+    store.apply_delta(collection, BATCH1, 1, entities=steps[0])  # and an older one, late
+    after = (store.entity_memberships(collection, as_of=1), store.entity_memberships(collection))
+    assert after == before
+    assert store.mention_history(collection, "b") == history
+
+
+def test_near_edges_between_two_sides(store: GraphStore, collection: str) -> None:
+    _entity_history(store, collection)
+    rows = store.near_between(collection, [0, 1], [2, 3], limit=5)
+    assert [(r["left"], r["right"], r["right_external_id"]) for r in rows] == [(1, 2, "c")]
+    assert rows[0]["sim"] == pytest.approx(0.6)
+    both = store.near_between(collection, [0], [1], limit=5)
+    assert [(r["left"], r["right"]) for r in both] == [(0, 1)]  # either direction, once
+    assert store.near_between(collection, [0], [1], as_of=0) == []
+
+
+def test_entity_rows_naming_unknown_mentions_write_nothing(
+    store: GraphStore, collection: str
+) -> None:
+    from er.entities import EntityLedger
+
+    step = EntityLedger().step(1, [[0, 1], [2, 3], [99]])
+    with pytest.raises(StoreError, match="99"):
+        store.apply_delta(collection, BATCH1, 1, entities=step)
+    assert store.entity_memberships(collection) == {}
+    assert store.stats(collection)["nodes"] == 0

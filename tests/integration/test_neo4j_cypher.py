@@ -31,6 +31,7 @@ import numpy as np
 import pytest
 
 from er.delta import ClusteringDelta
+from er.entities import EntityLedger
 from er.stores.graph import _cypher as cy
 from er.stores.graph._base import GraphStore
 from er.stores.graph._neo4j import Neo4jStore
@@ -105,14 +106,23 @@ def _apply_deltas(store: GraphStore) -> None:
         {0: 1, 1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 3, 7: 3, 8: 6},
         edges=[(0, 6), (1, 6), (2, 6), (2, 7), (3, 7), (4, 7), (5, 8), (6, 8), (7, 8)],
     )
-    store.apply_delta("people", first, 1, external_ids={i: f"rec-{i}" for i in range(6)})
+    ledger = EntityLedger()
+    store.apply_delta(
+        "people",
+        first,
+        1,
+        external_ids={i: f"rec-{i}" for i in range(6)},
+        entities=ledger.step(1, [[0, 1, 2], [3, 4], [5]]),
+        near=[(0, 1, 0.9), (2, 0, 0.7), (3, 4, 0.8), (5, 2, 0.2)],
+    )
     second = _delta(
         {9: 1, 10: 2, 8: 7},
         edges=[(9, 10), (5, 10), (10, 8)],
         retired=[7],
         edges_retired=[(2, 7), (3, 7), (4, 7), (7, 8), (5, 8)],
     )
-    store.apply_delta("people", second, 2)
+    # a merge ({0,1,2} + {5}) and a split ({3,4}): every entity statement is sent
+    store.apply_delta("people", second, 2, entities=ledger.step(2, [[0, 1, 2, 5, 9], [3], [4]]))
     store.apply_delta("people", ClusteringDelta.empty("mbscc"), 3)
 
 
@@ -130,6 +140,10 @@ RECIPES: dict[str, Callable[[GraphStore], object]] = {
     ),
     "structure": lambda s: s.structure("people", as_of=1),
     "stats": lambda s: s.stats("people"),
+    "entity_of_mention": lambda s: s.entity_of_mention("people", "rec-2", as_of=1),
+    "entity_memberships": lambda s: s.entity_memberships("people"),
+    "mention_history": lambda s: s.mention_history("people", "rec-2"),
+    "near_between": lambda s: s.near_between("people", [0, 1], [2], as_of=2, limit=3),
     "delete_collection": lambda s: s.delete_collection("people"),
     "close": lambda s: None,  # sends nothing
 }
@@ -198,6 +212,7 @@ def _canned_files() -> Iterator[tuple[str, str, dict[str, Any]]]:
     """The queries users run themselves, with every parameter they name declared."""
     values = {"collection": "people", "id": 1, "as_of": cy.AS_OF_NOW, "threshold": 0.5}
     values["level"] = 3
+    values |= {"external_id": "rec-1", "left": [1, 2], "right": [3], "limit": 5}
     for path in sorted((ROOT / "schema" / "queries").glob("*.cypher")):
         text = path.read_text()
         names = set(re.findall(r"\$([A-Za-z_]\w*)", text))

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from er.delta import ClusteringDelta
+from er.entities import EntityStep
 from er.exceptions import ConfigError, StoreError
 from er.stores.graph import _cypher as cy
 
@@ -70,6 +71,40 @@ def _node_rows(
 
 def _edge_rows(edges: NDArray[np.int64]) -> list[dict[str, int]]:
     return [{"c": c, "p": p} for c, p in edges.tolist()]
+
+
+def _entity_parts(step: EntityStep | None) -> list[cy.WritePart]:
+    """Statements of an entity step (mentions named by node id), in dependency order:
+    mint, close memberships, open memberships, events, retire."""
+    if step is None:
+        return []
+    return [
+        cy.WritePart(
+            cy.mint_entities_cypher(), "minted_entity_rows", [int(e) for e in step.minted]
+        ),
+        cy.WritePart(
+            cy.leave_entities_cypher(),
+            "left_entity_rows",
+            [{"m": int(m), "e": int(e)} for m, e in step.left],
+        ),
+        cy.WritePart(
+            cy.join_entities_cypher(),
+            "joined_entity_rows",
+            [{"m": int(m), "e": int(e)} for m, e in step.joined],
+        ),
+        cy.WritePart(
+            cy.entity_events_cypher(),
+            "entity_event_rows",
+            [{"a": int(a), "b": int(b), "k": str(k)} for a, b, k in step.events],
+        ),
+        cy.WritePart(
+            cy.retire_entities_cypher(), "retired_entity_rows", [int(e) for e in step.retired]
+        ),
+    ]
+
+
+def _near_rows(near: Sequence[tuple[int, int, float]] | None) -> list[dict[str, Any]]:
+    return [{"a": int(a), "b": int(b), "s": float(s)} for a, b, s in (near or ())]
 
 
 def _check_seq(batch_seq: int) -> int:
@@ -140,6 +175,8 @@ class GraphStore(ABC):
         batch_seq: int,
         *,
         external_ids: Mapping[int, str] | None = None,
+        entities: EntityStep | None = None,
+        near: Sequence[tuple[int, int, float]] | None = None,
     ) -> None:
         """Apply one step's delta in one transaction, stamped with ``batch_seq``.
 
@@ -149,6 +186,14 @@ class GraphStore(ABC):
         records, stored on the mention nodes (``external_id``) so that users and
         ``er query --mention`` find a record's node by the id they ingested.
 
+        ``entities`` (DESIGN §3, stable entity ids) is the batch's entity step with
+        mentions named by node id: entities minted and retired,
+        ``(:Mention)-[:IN_ENTITY {since, until}]->(:Entity)`` memberships opened and
+        closed, ``(:Entity)-[:BECAME {batch, kind}]->(:Entity)`` events. ``near`` holds
+        ``(mention, neighbour, cosine)`` k-NN rows written as ``[:NEAR {sim}]`` edges
+        (the strongest evidence ``er query explain`` shows). Both go in the same
+        transaction as the delta and replay as no-ops like it.
+
         Raises
         ------
         StoreError
@@ -157,7 +202,7 @@ class GraphStore(ABC):
         """
         seq = _check_seq(batch_seq)
         with self._operation("apply_delta"):
-            self._check_references(collection, delta)
+            self._check_references(collection, delta, entities, near)
             parts = [
                 cy.WritePart(
                     cy.retire_edges_cypher(),
@@ -184,6 +229,8 @@ class GraphStore(ABC):
                     "add_edge_rows",
                     _edge_rows(delta.edges_added),
                 ),
+                *_entity_parts(entities),
+                cy.WritePart(cy.near_edges_cypher(), "near_rows", _near_rows(near)),
             ]
             params = {
                 "collection": collection,
@@ -195,9 +242,24 @@ class GraphStore(ABC):
             self._write([p for p in parts if p.rows], params)
         logger.info("applied delta: %d elements at batch %d", delta.n_elements, seq)
 
-    def _check_references(self, collection: str, delta: ClusteringDelta) -> None:
+    def _check_references(
+        self,
+        collection: str,
+        delta: ClusteringDelta,
+        entities: EntityStep | None = None,
+        near: Sequence[tuple[int, int, float]] | None = None,
+    ) -> None:
+        mentions = [m for m, _ in entities.joined + entities.left] if entities else []
+        mentions += [x for a, b, _ in near or () for x in (a, b)]
         referenced = np.unique(
-            np.concatenate([delta.edges_added.ravel(), delta.edges_retired.ravel(), delta.retired])
+            np.concatenate(
+                [
+                    delta.edges_added.ravel(),
+                    delta.edges_retired.ravel(),
+                    delta.retired,
+                    np.asarray(mentions, np.int64),
+                ]
+            )
         )
         outside = np.setdiff1d(referenced, delta.node_id)
         if outside.size == 0:
@@ -274,6 +336,101 @@ class GraphStore(ABC):
         return int(rows[0]["id"]) if rows else int(mention_id)
 
     @final
+    def entity_of_mention(
+        self, collection: str, external_id: str, as_of: int | None = None
+    ) -> dict[str, Any] | None:
+        """The stable entity of a mention as of batch ``as_of`` (None: now), with its members.
+
+        Returns
+        -------
+        dict or None
+            ``entity`` (id), ``minted`` (batch), ``members`` (list of ``(external_id,
+            node_id)`` sorted by external id); None if the mention has no entity then.
+        """
+        params = {
+            "collection": collection,
+            "external_id": str(external_id),
+            "as_of": _check_as_of(as_of),
+        }
+        with self._operation("entity_of_mention"):
+            rows = self._read(cy.canned_query("entity_of_mention"), params)
+        if not rows:
+            return None
+        return {
+            "entity": int(rows[0]["entity"]),
+            "minted": int(rows[0]["minted"]),
+            "members": [(r["member"], int(r["node"])) for r in rows],
+        }
+
+    @final
+    def entity_memberships(self, collection: str, as_of: int | None = None) -> dict[int, int]:
+        """Stable entity id of every mention node as of batch ``as_of`` (None: now)."""
+        params = {"collection": collection, "as_of": _check_as_of(as_of)}
+        with self._operation("entity_memberships"):
+            rows = self._read(cy.canned_query("entity_memberships"), params)
+        return {int(r["mention"]): int(r["entity"]) for r in rows}
+
+    @final
+    def mention_history(self, collection: str, external_id: str) -> list[dict[str, Any]]:
+        """Every entity a mention belonged to, oldest first, with the events around it.
+
+        Returns
+        -------
+        list of dict
+            One per membership: ``entity``, ``since``, ``until`` (None: current) and
+            ``events``, each ``{"batch", "kind", "from", "to"}`` (BECAME edges that touched
+            the entity from the batch the mention joined to the batch it left).
+        """
+        params = {"collection": collection, "external_id": str(external_id)}
+        with self._operation("mention_history"):
+            rows = self._read(cy.canned_query("mention_history"), params)
+        history: dict[tuple[int, int], dict[str, Any]] = {}
+        for r in rows:
+            key = (int(r["since"]), int(r["entity"]))
+            item = history.setdefault(
+                key,
+                {"entity": key[1], "since": key[0], "until": r["until"], "events": []},
+            )
+            if r["batch"] is not None:
+                item["events"].append(
+                    {
+                        "batch": int(r["batch"]),
+                        "kind": r["kind"],
+                        "from": int(r["from_entity"]),
+                        "to": int(r["to_entity"]),
+                    }
+                )
+        return [history[k] for k in sorted(history)]
+
+    @final
+    def near_between(
+        self,
+        collection: str,
+        left: Sequence[int],
+        right: Sequence[int],
+        *,
+        as_of: int | None = None,
+        limit: int = 5,
+    ) -> list[dict[str, Any]]:
+        """The strongest stored k-NN (``NEAR``) edges between two sets of mention nodes.
+
+        Returns
+        -------
+        list of dict
+            ``left``, ``right`` (node ids), ``left_external_id``, ``right_external_id``,
+            ``sim``; strongest first, at most ``limit``.
+        """
+        params = {
+            "collection": collection,
+            "left": [int(i) for i in left],
+            "right": [int(i) for i in right],
+            "as_of": _check_as_of(as_of),
+            "limit": int(limit),
+        }
+        with self._operation("near_between"):
+            return self._read(cy.canned_query("near_between"), params)
+
+    @final
     def structure(self, collection: str, as_of: int | None = None) -> Structure:
         """All nodes and parent edges of a collection as of batch ``as_of``."""
         params = {"collection": collection, "as_of": _check_as_of(as_of)}
@@ -295,6 +452,9 @@ class GraphStore(ABC):
         """Remove every node and edge of a collection (tests, `er reset`)."""
         with self._operation("delete_collection"):
             self._write(
-                [cy.WritePart(cy.delete_collection_cypher(), "unused", [0])],
+                [
+                    cy.WritePart(cy.delete_entities_cypher(), "unused", [0]),
+                    cy.WritePart(cy.delete_collection_cypher(), "unused", [0]),
+                ],
                 {"collection": collection},
             )

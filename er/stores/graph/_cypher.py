@@ -114,12 +114,81 @@ def add_edges_cypher() -> str:
     )
 
 
+def entity_key_expr(var: str) -> str:
+    """Server-side key of an entity node: the collection prefix, ``e`` and the id."""
+    return f"$prefix + 'e' + toString({var})"
+
+
+def mint_entities_cypher() -> str:
+    # Entity ids are never reused, so an entity has one life: since .. until.
+    return (
+        "UNWIND $minted_entity_rows AS e "
+        f"MERGE (x:Entity {{key: {entity_key_expr('e')}}}) "
+        "ON CREATE SET x.collection = $collection, x.id = e, x.since = $seq"
+    )
+
+
+def retire_entities_cypher() -> str:
+    # `since < $seq`: a replay of the batch that minted it never retires it.
+    return (
+        "UNWIND $retired_entity_rows AS e "
+        f"MATCH (x:Entity {{key: {entity_key_expr('e')}}}) "
+        "WHERE x.until IS NULL AND x.since < $seq "
+        "SET x.until = $seq"
+    )
+
+
+def leave_entities_cypher() -> str:
+    # Close the open membership; memberships opened by this batch stay open on replay.
+    return (
+        "UNWIND $left_entity_rows AS r "
+        "MATCH (m:Node {key: $prefix + toString(r.m)})"
+        f"-[i:IN_ENTITY]->(x:Entity {{key: {entity_key_expr('r.e')}}}) "
+        "WHERE i.until IS NULL AND i.since < $seq "
+        "SET i.until = $seq"
+    )
+
+
+def join_entities_cypher() -> str:
+    # MERGE on (mention, entity, since) makes a replayed batch a no-op.
+    return (
+        "UNWIND $joined_entity_rows AS r "
+        "MATCH (m:Node {key: $prefix + toString(r.m)}), "
+        f"(x:Entity {{key: {entity_key_expr('r.e')}}}) "
+        "MERGE (m)-[:IN_ENTITY {since: $seq}]->(x)"
+    )
+
+
+def entity_events_cypher() -> str:
+    return (
+        "UNWIND $entity_event_rows AS r "
+        f"MATCH (a:Entity {{key: {entity_key_expr('r.a')}}}), "
+        f"(b:Entity {{key: {entity_key_expr('r.b')}}}) "
+        "MERGE (a)-[:BECAME {batch: $seq, kind: r.k}]->(b)"
+    )
+
+
+def near_edges_cypher() -> str:
+    # A mention's k-NN edges are written once, by the batch that brought the mention:
+    # vectors never change, so neither do their similarities.
+    return (
+        "UNWIND $near_rows AS r "
+        "MATCH (a:Node {key: $prefix + toString(r.a)}), (b:Node {key: $prefix + toString(r.b)}) "
+        "MERGE (a)-[n:NEAR]->(b) "
+        "ON CREATE SET n.sim = r.s, n.since = $seq"
+    )
+
+
 def existing_ids_cypher() -> str:
     return "UNWIND $keys AS k MATCH (n:Node {key: k}) RETURN n.id AS id"
 
 
 def delete_collection_cypher() -> str:
     return "MATCH (n:Node {collection: $collection}) DETACH DELETE n"
+
+
+def delete_entities_cypher() -> str:
+    return "MATCH (x:Entity {collection: $collection}) DETACH DELETE x"
 
 
 @cache
