@@ -290,8 +290,70 @@ def _node_arg(graph: Any, args: argparse.Namespace) -> int:
     return node
 
 
+_LINEAGE_ARITY = {"entity": 1, "history": 1, "explain": 2}
+
+
+def _lineage_mentions(args: argparse.Namespace) -> list[str]:
+    """The external ids an entity/history/explain query names (positional or --mention)."""
+    mentions = list(args.mentions) or ([args.mention] if args.mention is not None else [])
+    want = _LINEAGE_ARITY[args.what]
+    if len(mentions) != want:
+        usage = "MENTION_A MENTION_B" if want == 2 else "MENTION"
+        raise ERError(
+            f"er query {args.what} takes {usage} (external ids). Got {len(mentions)} id(s)."
+        )
+    return mentions
+
+
+def _print_lineage(what: str, result: dict[str, Any]) -> None:
+    """Human-readable lines of an entity/history/explain answer."""
+    out = sys.stdout.write
+    if what == "entity":
+        when = "now" if result["as_of"] is None else f"as of batch {result['as_of']}"
+        out(f"mention {result['mention']!r} is in entity {result['entity']} {when} ")
+        out(f"(minted at batch {result['minted']}), {len(result['members'])} member(s):\n")
+        out("  " + ", ".join(result["members"]) + "\n")
+        return
+    if what == "history":
+        for m in result["memberships"]:
+            until = "now" if m["until"] is None else f"batch {m['until']}"
+            out(f"entity {m['entity']}: batch {m['since']} .. {until}\n")
+            for e in m["events"]:
+                out(f"  batch {e['batch']}: {e['kind']} {e['from']} -> {e['to']}\n")
+        return
+    verdict = "together" if result["together"] else "apart"
+    out(f"{result['a']!r} and {result['b']!r}: {verdict} at cut {result['cut']} ")
+    out(f"(entities {result['entity_a']} and {result['entity_b']})\n")
+    for key in ("path_a", "path_b"):
+        steps = " -> ".join(f"{x['id']} ({_score(x['score'])})" for x in result[key])
+        out(f"  {key}: {steps or '(no ancestors)'}\n")
+    lca = result["lca"]
+    out("  lowest common ancestor: " + ("none" if lca is None else str(lca["id"])) + "\n")
+    for e in result["near"]:
+        out(f"  k-NN edge: {e['a']} ~ {e['b']} cosine {e['sim']:.3f}\n")
+    fields = ", ".join(f"{k} {_score(v)}" for k, v in result["fields"].items())
+    out(f"  field cosines: {fields}\n")
+
+
+def _score(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.3f}"
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     settings = _settings()
+    stable_entity = args.what == "entity" and args.score is None and args.level is None
+    if args.what in ("history", "explain") or stable_entity:
+        from er.pipeline import run_lineage
+
+        mentions = _lineage_mentions(args)
+        result = run_lineage(settings, args.what, args.collection, mentions, as_of=args.as_of)
+        if args.json:
+            sys.stdout.write(json.dumps(result) + "\n")
+        else:
+            _print_lineage(args.what, result)
+        return 0
+    if args.mentions:
+        raise ERError(f"er query {args.what} takes --mention or --id, not positional ids.")
     if args.what == "confidence":
         from er.pipeline import run_confidence
 
@@ -737,9 +799,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", type=Path, default=None)
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("query", help="lineage queries (schema/queries/*.cypher)")
-    p.add_argument("what", choices=("ancestors", "members", "entity", "stats", "confidence"))
+    p = sub.add_parser(
+        "query",
+        help="lineage queries (schema/queries/*.cypher)",
+        description="entity MENTION: the stable entity and its members; history MENTION: "
+        "every entity it belonged to and the merges/splits between; explain A B: why two "
+        "mentions are together or apart. With --score/--level, entity gives the cluster "
+        "node of that cut instead.",
+    )
+    p.add_argument(
+        "what",
+        choices=("ancestors", "members", "entity", "history", "explain", "stats", "confidence"),
+    )
+    p.add_argument("mentions", nargs="*", help="external ids (entity, history, explain)")
     p.add_argument("--collection", required=True)
+    p.add_argument("--json", action="store_true", help="one JSON object (entity/history/explain)")
     node = p.add_mutually_exclusive_group()
     node.add_argument("--id", type=int, default=0, help="graph node id")
     node.add_argument("--mention", default=None, help="external id of an ingested record")

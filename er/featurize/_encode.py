@@ -68,6 +68,25 @@ class Featurizer:
             total = total + math.sqrt(spec.weight) * self._field_block(k, spec, records)
         return _unit(total.toarray())
 
+    def field_similarities(
+        self, a: Mapping[str, Any], b: Mapping[str, Any]
+    ) -> dict[str, float | None]:
+        """Cosine of two records field by field (None where either leaves it empty).
+
+        The record cosine is the weight-mixed sum of these (module docstring), so
+        they say which fields brought two records together (``er query explain``).
+        """
+        cfg = self.config
+        if cfg.vector_field is not None:
+            V = self([a, b])
+            return {cfg.vector_field: round(float(V[0] @ V[1]), 6)}
+        out: dict[str, float | None] = {}
+        for k, spec in enumerate(cfg.fields):
+            block = self._field_block(k, spec, [a, b])
+            both = block.getnnz(axis=1).min() > 0
+            out[spec.name] = round(float(block[0].multiply(block[1]).sum()), 6) if both else None
+        return out
+
     def _field_block(
         self, k: int, spec: FieldSpec, records: Sequence[Mapping[str, Any]]
     ) -> sparse.csr_matrix:

@@ -103,8 +103,9 @@ def _snapshot(settings: Any, collection: str, graph: Any = None) -> dict[str, An
             .where(Batch.collection_id == coll.id)
             .order_by(Batch.seq)
         ).all()
-    structures = {}
+    structures, entities = {}, {}
     for seq, _, _ in batches:
+        entities[seq] = graph.entity_memberships(collection, as_of=seq)
         st = graph.structure(collection, as_of=seq)
         nodes = sorted(
             (n["id"], n["size"], n["leaf"], n["level_lo"], n["level_hi"], round(n["score"] or 0, 6))
@@ -115,6 +116,7 @@ def _snapshot(settings: Any, collection: str, graph: Any = None) -> dict[str, An
         "mentions": [tuple(m) for m in mentions],
         "batches": [tuple(b) for b in batches],
         "structures": structures,
+        "entities": entities,  # stable entity ids as of every batch
         "stats": graph.stats(collection),
     }
 
@@ -181,7 +183,8 @@ def test_a_redelivered_or_concurrent_cluster_applies_each_batch_once(settings_en
         w.join()
     assert sorted(r["batch_seq"] for r in reports) == [1, 2, 3]  # the writer lock: once each
     assert run_cluster(settings, name) == []  # the same message again: nothing left to do
-    assert _snapshot(settings, name)["structures"] == _snapshot(settings, reference)["structures"]
+    ours, theirs = _snapshot(settings, name), _snapshot(settings, reference)
+    assert (ours["structures"], ours["entities"]) == (theirs["structures"], theirs["entities"])
 
 
 CRASH = textwrap.dedent(
