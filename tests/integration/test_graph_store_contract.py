@@ -27,6 +27,7 @@ from er.exceptions import StoreError
 from er.stores.graph import GraphStore
 from er.stores.graph import _cypher as cy
 
+from ..unit.test_entities import histories as _partition_histories
 from ._graph_oracle import HistoryOracle
 
 pytestmark = pytest.mark.graph
@@ -472,3 +473,39 @@ def test_entity_rows_naming_unknown_mentions_write_nothing(
         store.apply_delta(collection, BATCH1, 1, entities=step)
     assert store.entity_memberships(collection) == {}
     assert store.stats(collection)["nodes"] == 0
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(history=_partition_histories())
+def test_stored_entity_ids_replay_every_batch(falkordb_server: Any, history: Any) -> None:
+    """Ledger steps written through the store read back as of every batch, events included."""
+    from er.entities import EntityLedger
+    from er.stores.graph import FalkorDBStore
+
+    store = FalkorDBStore(falkordb_server.client().select_graph("entity-replay"))
+    store.init_schema()
+    name = f"c-{uuid.uuid4().hex[:8]}"
+    ledger, seen, expected, events = EntityLedger(), 0, {}, set()
+    try:
+        for batch, partition in enumerate(history, start=1):
+            n = max((m for c in partition for m in c), default=-1) + 1
+            leaves = delta([(i, True, 1, np.nan, 0) for i in range(seen, n)])
+            step = ledger.step(batch, partition)
+            ext = {i: f"m{i}" for i in range(seen, n)}
+            store.apply_delta(name, leaves, batch, external_ids=ext, entities=step)
+            seen = max(seen, n)
+            expected[batch] = dict(ledger.entity_of)
+            events |= {(batch, a, b, k) for a, b, k in step.events}
+        for batch, memberships in expected.items():
+            assert store.entity_memberships(name, as_of=batch) == memberships
+        stored = {
+            (ev["batch"], ev["from"], ev["to"], ev["kind"])
+            for m in range(seen)
+            for h in store.mention_history(name, f"m{m}")
+            for ev in h["events"]
+        }
+        assert stored == events
+    finally:
+        store.delete_collection(name)
