@@ -1036,7 +1036,7 @@ def collection_status(session: Session, collection: str) -> dict[str, Any]:
 
 
 # -- entry points (CLI and Celery tasks) ---------------------------------------------------
-_STORES: dict[tuple[str, str, str], tuple[Engine, GraphStore]] = {}
+_STORES: dict[tuple[str, str, str], tuple[Engine, GraphStore, contextlib.ExitStack]] = {}
 
 
 def _stores(settings: Any) -> tuple[Engine, GraphStore]:
@@ -1064,13 +1064,16 @@ def _stores(settings: Any) -> tuple[Engine, GraphStore]:
         engine = make_engine(settings.sqlalchemy_url)
         stack.callback(engine.dispose)
         atexit.register(stack.close)
-        _STORES[key] = (engine, graph)
-    return _STORES[key]
+        _STORES[key] = (engine, graph, stack)
+    engine, graph, _ = _STORES[key]
+    return engine, graph
 
 
 def close_stores() -> None:
-    """Forget the cached stores (tests; the process exit closes them anyway)."""
-    _STORES.clear()
+    """Close the cached stores now (benchmarks, tests); the process exit does it anyway."""
+    while _STORES:
+        _, (_, _, stack) = _STORES.popitem()
+        stack.close()
 
 
 @contextlib.contextmanager
