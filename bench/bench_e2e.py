@@ -1,0 +1,176 @@
+"""End to end through the queue (issue #13): Redis, one `er worker`, PostgreSQL, FalkorDB.
+
+Synthetic person records (``bench/people.py``) are written as JSONL and ingested with
+``er ingest --batch-size B --wait`` through Redis; one ``er worker`` process (the
+only writer; it owns an embedded FalkorDB in a temporary data dir) runs the ingest
+and cluster tasks. Reported: sustained mentions/s (first enqueue to last batch
+done), per-batch processing time p50/p95 and queueing latency (batch row created ->
+done) p50/p95 around 10k, 50k and 100k resolved, the mean time per stage, and
+pairwise/B-cubed F1 of the exported entities against the generator's gold ids.
+
+    python bench/bench_e2e.py --n 100000 --batch 1000 --at 10000 50000 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import io
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from people import synthetic_people
+
+ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+@contextlib.contextmanager
+def _database() -> Iterator[str]:
+    import psycopg
+
+    name = f"er_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')  # a name we generated
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with psycopg.connect(ADMIN, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _er(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "er.cli", *args], env=env, capture_output=True, text=True
+    )
+
+
+def _batches(url: str) -> list[dict[str, Any]]:
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from er.stores.sql import Batch, make_engine
+
+    engine = make_engine(url)
+    with Session(engine) as s:
+        rows = s.execute(
+            select(
+                Batch.seq, Batch.n_accepted, Batch.timings, Batch.created_at, Batch.finished_at
+            ).order_by(Batch.seq)
+        ).all()
+    engine.dispose()
+    out, resolved = [], 0
+    for seq, n, timings, created, finished in rows:
+        resolved += n
+        latency = (finished - created).total_seconds()
+        out.append({"seq": seq, "resolved": resolved, "timings": timings, "latency_s": latency})
+    return out
+
+
+def _quality(env: dict[str, str], records: list[dict[str, str]]) -> dict[str, float]:
+    from er.evaluation import bcubed, pairwise_prf
+
+    done = _er(env, "export", "entities", "--collection", "people")
+    entity = {r["external_id"]: r["entity_id"] for r in csv.DictReader(io.StringIO(done.stdout))}
+    ids = [r["rec_id"] for r in records]
+    gold = np.unique([r["entity"] for r in records], return_inverse=True)[1]
+    pred = np.unique([entity[i] for i in ids], return_inverse=True)[1]
+    return {"pairwise_f1": pairwise_prf(gold, pred)[2], "bcubed_f1": bcubed(gold, pred)[2]}
+
+
+def _summary(batches: list[dict[str, Any]], at: int, width: int) -> dict[str, Any]:
+    ends = np.array([b["resolved"] for b in batches])
+    near = [batches[i] for i in np.argsort(np.abs(ends - at), kind="stable")[:width]]
+    work = [sum(b["timings"].values()) for b in near]
+    lat = [b["latency_s"] for b in near]
+    stages = sorted({k for b in near for k in b["timings"]})
+    return {
+        "resolved": at,
+        "batches": len(near),
+        "work_p50_s": round(float(np.percentile(work, 50)), 3),
+        "work_p95_s": round(float(np.percentile(work, 95)), 3),
+        "latency_p50_s": round(float(np.percentile(lat, 50)), 3),
+        "latency_p95_s": round(float(np.percentile(lat, 95)), 3),
+        "stages_s": {
+            k: round(float(np.mean([b["timings"].get(k, 0) for b in near])), 4) for k in stages
+        },
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--batch", type=int, default=1_000)
+    ap.add_argument("--at", type=int, nargs="+", default=[10_000])
+    ap.add_argument("--width", type=int, default=5, help="batches summarised around each point")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    records = synthetic_people(args.n, seed=args.seed)
+    db = 1 + uuid.uuid4().int % 15
+    with _database() as url, tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "people.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        base = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
+        env = {
+            **base,
+            "ER_DATABASE_URL": url,
+            "ER_DATA_DIR": str(Path(tmp) / "data"),
+            "ER_BROKER_URL": f"redis://127.0.0.1:6379/{db}",
+        }
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "er.cli", "worker"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            started = time.perf_counter()
+            done = subprocess.run(
+                [
+                    *(sys.executable, "-m", "er.cli", "ingest", str(path)),
+                    *("--collection", "people", "--id-field", "rec_id", "--gold-field", "entity"),
+                    *("--batch-size", str(args.batch), "--wait", "--timeout", "86400", "--json"),
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            wall = time.perf_counter() - started
+            if done.returncode != 0:
+                raise SystemExit(done.stderr)
+            batches = _batches(url)
+            quality = _quality({**env, "ER_BROKER_URL": ""}, records)
+        finally:
+            worker.terminate()
+            worker.wait(timeout=120)
+            import redis
+
+            redis.Redis(host="127.0.0.1", port=6379, db=db).flushdb()
+    out = {
+        "n": args.n,
+        "batch": args.batch,
+        "wall_s": round(wall, 1),
+        "mentions_per_s": round(args.n / wall, 1),
+        **{k: round(v, 4) for k, v in quality.items()},
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus, "
+        f"Python {platform.python_version()}",
+    }
+    print(json.dumps(out))
+    for at in args.at:
+        print(json.dumps(_summary(batches, at, args.width)))
+
+
+if __name__ == "__main__":
+    main()
