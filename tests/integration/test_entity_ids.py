@@ -172,6 +172,11 @@ def _check_explain(result: dict[str, Any], together: bool, cut: float = 0.45) ->
     assert (result["entity_a"] == result["entity_b"]) is together
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the {a, b} node continues with a new score at batch 2 and node attributes "
+    "are still read as they are now, not as of the batch (issue #9)",
+)
 def test_history_and_explain_after_an_mbscc_reparenting_splits_an_entity(
     env: dict[str, str], tmp_path: Path
 ) -> None:
