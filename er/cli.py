@@ -338,6 +338,11 @@ def _print_lineage(what: str, result: dict[str, Any]) -> None:
         out(f"  k-NN edge: {e['a']} ~ {e['b']} cosine {e['sim']:.3f}\n")
     fields = ", ".join(f"{k} {_score(v)}" for k, v in result["fields"].items())
     out(f"  field cosines: {fields}\n")
+    conf = result["confidence"]
+    if conf["p"] is None:
+        out(f"  confidence: none ({conf['why']})\n")
+    else:
+        out(f"  confidence: P(one entity at the cut) = {conf['p']:.3f} (exact, trellis)\n")
 
 
 def _score(value: Any) -> str:
@@ -357,14 +362,17 @@ def cmd_query(args: argparse.Namespace) -> int:
         else:
             _print_lineage(args.what, result)
         return 0
-    if args.mentions:
+    if args.what == "confidence" and args.mentions and args.mention is None:
+        args.mention = args.mentions[0] if len(args.mentions) == 1 else None
+    elif args.mentions:
         raise ERError(f"er query {args.what} takes --mention or --id, not positional ids.")
     if args.what == "confidence":
         from er.pipeline import run_confidence
 
-        if args.mention is None:
-            raise ERError("er query confidence takes --mention EXTERNAL_ID.")
-        sys.stdout.write(json.dumps(run_confidence(settings, args.collection, args.mention)) + "\n")
+        if (args.mention is None) == (args.entity is None):
+            raise ERError("er query confidence takes --mention EXTERNAL_ID or --entity ID.")
+        result = run_confidence(settings, args.collection, args.mention, args.entity)
+        sys.stdout.write(json.dumps(result) + "\n")
         return 0
     with _graph(settings) as graph:
         if args.what != "stats":
@@ -822,6 +830,7 @@ def build_parser() -> argparse.ArgumentParser:
     node = p.add_mutually_exclusive_group()
     node.add_argument("--id", type=int, default=0, help="graph node id")
     node.add_argument("--mention", default=None, help="external id of an ingested record")
+    p.add_argument("--entity", type=int, default=None, help="stable entity id (confidence)")
     p.add_argument("--as-of", type=int, default=None)
     p.add_argument("--score", type=float, default=None)
     p.add_argument("--level", type=int, default=None)

@@ -842,7 +842,9 @@ def entities(
 
 CONFIDENCE_LIMIT = 12  # mentions in the trellis (entity plus nearest outsiders): O(3^12)
 CONFIDENCE_CONTEXT = 4  # nearest outside mentions that compete for the entity's members
-CONFIDENCE_BETA = 10.0  # inverse temperature of exp(beta * mean cosine); bench/RESULTS.md
+# Inverse temperature of exp(beta * mean cosine): chosen on FEBRL2 by Brier score of the
+# pair probabilities (30: 0.0006, 60: 0.0005, 100: 0.0007), reported on FEBRL3; RESULTS.md
+CONFIDENCE_BETA = 60.0
 
 
 def mention_confidence(
@@ -881,7 +883,12 @@ def mention_confidence(
     ).scalars()
     X = _featurizer(coll.config)(list(payloads))
     out = entity_confidence(
-        X, members, limit=CONFIDENCE_LIMIT, context=CONFIDENCE_CONTEXT, beta=CONFIDENCE_BETA
+        X,
+        members,
+        cut=float(coll.config.get("cut_threshold", DEFAULT_CUT)),
+        limit=CONFIDENCE_LIMIT,
+        context=CONFIDENCE_CONTEXT,
+        beta=CONFIDENCE_BETA,
     )
     assert out is not None
     return {
@@ -1042,7 +1049,31 @@ def explain_pair(
     for key, ext in (("entity_a", a), ("entity_b", b)):
         found = graph.entity_of_mention(collection, ext, as_of=as_of)
         out[key] = None if found is None else found["entity"]
+    out["confidence"] = _pair_confidence(session, graph, collection, a, b, out, as_of)
     return out
+
+
+def _pair_confidence(
+    session: Session,
+    graph: GraphStore,
+    collection: str,
+    a: str,
+    b: str,
+    found: Mapping[str, Any],
+    as_of: int | None,
+) -> dict[str, Any]:
+    """The trellis line of ``er query explain``: P(the cut puts a and b in one entity),
+    exact, when a and b are in one current entity of at most ``CONFIDENCE_LIMIT``."""
+    if as_of is not None:
+        return {"p": None, "why": "exact confidence is computed for the current structure"}
+    if not found["together"]:
+        return {"p": None, "why": "a and b are in different entities"}
+    try:
+        result = mention_confidence(session, graph, collection, a)
+    except ERError as exc:
+        return {"p": None, "why": str(exc)}
+    pairs = {frozenset((x, y)): p for x, y, p in result["pairs"]}
+    return {"p": pairs[frozenset((a, b))], "p_entity": result["p_entity"], "why": None}
 
 
 def collection_status(session: Session, collection: str) -> dict[str, Any]:
@@ -1130,11 +1161,35 @@ def run_entities(
         return entities(session, graph, collection, as_of=as_of)
 
 
-def run_confidence(settings: Any, collection: str, mention: str) -> dict[str, Any]:
-    """``mention_confidence`` on the stores ``settings`` name (``er query confidence``)."""
+def run_confidence(
+    settings: Any, collection: str, mention: str | None = None, entity: int | None = None
+) -> dict[str, Any]:
+    """``mention_confidence`` on the stores ``settings`` name (``er query confidence``),
+    for the entity holding ``mention``, or for the stable entity id ``entity``."""
     engine, graph = _stores(settings)
     with _transient_sql(), Session(engine) as session:
+        if mention is None:
+            mention = _member_of(session, graph, collection, int(entity))  # type: ignore[arg-type]
         return mention_confidence(session, graph, collection, mention)
+
+
+def _member_of(session: Session, graph: GraphStore, collection: str, entity: int) -> str:
+    """External id of one current member of the stable entity ``entity``."""
+    coll = find_collection(session, collection)
+    if coll is None:
+        raise ERError(f"no collection {collection!r}.")
+    nodes = [m for m, e in graph.entity_memberships(collection).items() if e == entity]
+    if not nodes:
+        raise ERError(f"collection {collection!r} has no current entity {entity}.")
+    ext = session.scalars(
+        select(Mention.external_id)
+        .where(Mention.collection_id == coll.id, Mention.node_id.in_(nodes))
+        .order_by(Mention.external_id)
+        .limit(1)
+    ).first()
+    if ext is None:
+        raise ERError(f"entity {entity} of {collection!r} has no stored mention yet.")
+    return str(ext)
 
 
 def run_lineage(

@@ -455,6 +455,7 @@ def test_confidence_of_an_entity_and_none_beyond_the_limit(settings_env, febrl) 
     assert len(got["pairs"]) == len(items) * (len(items) - 1) // 2
     assert 0.0 <= got["p_entity"] <= 1.0
     assert all(0.0 <= p <= 1.0 for _, _, p in got["pairs"])
+    assert run_confidence(settings, name, entity=entity[mention]) == got  # by stable id
     vectors, big = _name(), np.random.default_rng(1).normal(size=(20, 3))
     run_ingest(
         settings,

@@ -152,6 +152,47 @@ def test_together_below_root_matches_brute_force(n: int, kind: str) -> None:
             assert trellis.together_below_root(i, j) == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
+def _together_at_cut(tree: tuple[int, ...], n: int, S: np.ndarray, cut: float) -> np.ndarray:
+    """(n, n) 1 where the product's cut puts i and j in one entity, for one hierarchy.
+
+    Built as an er Hierarchy with each cluster's score = its split's average linkage,
+    cut by ``er.evaluation.cut_at_score`` (the product's definition of an entity).
+    """
+    from er.cluster import Hierarchy
+    from er.evaluation import cut_at_score
+
+    clusters = sorted(tree, key=int.bit_count)
+    index = {1 << i: i for i in range(n)} | {c: n + k for k, c in enumerate(clusters)}
+    edges, score = [], [np.nan] * n
+    for c in clusters:
+        a, b = _children(c, tree, n)
+        ia = [i for i in range(n) if (a >> i) & 1]
+        ib = [i for i in range(n) if (b >> i) & 1]
+        score.append(float(S[np.ix_(ia, ib)].mean()))
+        edges += [(index[a], index[c]), (index[b], index[c])]
+    h = Hierarchy(n, np.array(edges), score, [0] * len(score), [0] * len(score))
+    label = cut_at_score(h, cut)
+    return (label[:, None] == label[None, :]).astype(float)
+
+
+@pytest.mark.parametrize(("n", "kind"), [(3, "average"), (5, "random"), (6, "average")])
+@pytest.mark.parametrize("cut", [-0.2, 0.1, 0.4])
+def test_together_at_cut_matches_brute_force(n: int, kind: str, cut: float) -> None:
+    from er.cluster._trellis import average_linkage
+
+    S = _similarity(n, seed=13)
+    log_energy = _random_energy(n, 13) if kind == "random" else similarity_energy(S, beta=3.0)
+    trees = _brute(n, log_energy)
+    energies = np.array(list(trees.values()))
+    probs = np.exp(energies - np.logaddexp.reduce(energies))
+    expected = sum(
+        p * _together_at_cut(tree, n, S, cut) for tree, p in zip(trees, probs, strict=True)
+    )
+    got = build_trellis(energy=log_energy, n=n).together_at_cut(average_linkage(S), cut)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    assert expected[~np.eye(n, dtype=bool)].max() > 0.0  # the cut keeps some pair: not vacuous
+
+
 def test_sampler_follows_the_distribution() -> None:
     n = 4  # 15 hierarchies
     log_energy = _energies(n, seed=3, kind="random")
