@@ -14,7 +14,6 @@ pairwise/B-cubed F1 of the exported entities against the generator's gold ids.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import io
 import json
@@ -25,30 +24,14 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _pg import fresh_database
 from people import synthetic_people
-
-ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-@contextlib.contextmanager
-def _database() -> Iterator[str]:
-    import psycopg
-
-    name = f"er_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')  # a name we generated
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(ADMIN, autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _er(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -119,7 +102,7 @@ def main() -> None:
     args = ap.parse_args()
     records = synthetic_people(args.n, seed=args.seed)
     db = 1 + uuid.uuid4().int % 15
-    with _database() as url, tempfile.TemporaryDirectory() as tmp:
+    with fresh_database() as url, tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "people.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in records))
         base = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}

@@ -21,7 +21,6 @@ import platform
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,21 +28,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _pg import fresh_database
 from people import synthetic_people
-
-
-@contextlib.contextmanager
-def _database() -> Iterator[str]:
-    import psycopg
-
-    name = f"er_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')  # a name we generated
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextlib.contextmanager
@@ -69,7 +55,7 @@ def _run(records: list[dict[str, Any]], batch: int, label: str) -> list[dict[str
     from er.stores.sql import make_engine, upgrade
 
     reports: list[dict[str, Any]] = []
-    with _database() as url, tempfile.TemporaryDirectory() as tmp:
+    with fresh_database() as url, tempfile.TemporaryDirectory() as tmp:
         engine = make_engine(url)
         upgrade(engine)
         engine.dispose()
