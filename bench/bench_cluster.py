@@ -58,6 +58,13 @@ BIG_ALGOS = ["scc-auto", "mbscc", "llama"]
 # SCC's parameters before issue #13 changed its defaults (sparse average linkage, 30
 # geometric levels from the graph's largest linkage); MBSCC keeps these as its defaults.
 SCC_OLD = {"linkage": "average", "schedule": "geometric", "n_levels": 30}
+# The settings tried before choosing SCC's defaults (`defaults --candidates`).
+SCC_CANDIDATES = {
+    f"{link[:3]}{levels}{sched[:3]}": {"linkage": link, "n_levels": levels, "schedule": sched}
+    for link in ("average", "centroid")
+    for sched in ("geometric", "linear")
+    for levels in (30, 50, 100, 200)
+}
 
 
 def load(name: str, n: int | None, seed: int = 0) -> tuple[Any, np.ndarray]:
@@ -249,7 +256,8 @@ def _machine() -> str:
 
 def quality(args: argparse.Namespace) -> None:
     print(_machine())
-    print(f"# command: python bench/bench_cluster.py quality --timeout {args.timeout}")
+    algos = "" if args.algos == QUALITY_ALGOS else " --algos " + " ".join(args.algos)
+    print(f"# command: python bench/bench_cluster.py quality{algos} --timeout {args.timeout}")
     for data, n in QUALITY_SETS:
         for algo in args.algos:
             print(json.dumps(_child(algo, data, n, args.batch, True, args.timeout)), flush=True)
@@ -263,7 +271,9 @@ def speed(args: argparse.Namespace) -> None:
     """
     print(_machine())
     sizes = " ".join(map(str, args.sizes)) + "".join(f" --big {b}" for b in args.big)
-    print(f"# command: python bench/bench_cluster.py speed --sizes {sizes}")
+    algos = "" if args.algos == SPEED_ALGOS else " --algos " + " ".join(args.algos)
+    cmd = f"python bench/bench_cluster.py speed --sizes {sizes}{algos} --timeout {args.timeout}"
+    print(f"# command: {cmd}")
     cells = [(n, a) for n in args.sizes for a in args.algos]
     cells += [(n, a) for n in args.big for a in args.big_algos]
     for n, algo in cells:
@@ -293,7 +303,9 @@ def defaults(args: argparse.Namespace) -> None:
 
     print(_machine())
     sizes, seeds = " ".join(map(str, args.sizes)), " ".join(map(str, args.seeds))
-    print(f"# command: python bench/bench_cluster.py defaults --sizes {sizes} --seeds {seeds}")
+    flag = " --candidates" if args.candidates else ""
+    cmd = f"python bench/bench_cluster.py defaults --sizes {sizes} --seeds {seeds}{flag}"
+    print(f"# command: {cmd}")
     for n in args.sizes:
         for seed in args.seeds:
             X, y = hard_mixture(n, seed=seed)
@@ -306,9 +318,12 @@ def defaults(args: argparse.Namespace) -> None:
             row["hac_s"] = round(time.perf_counter() - start, 2)
             row["hac_dp"] = round(dendrogram_purity(h, y), 4)
             del h
-            for name, est in (("scc_old", SCC(k=10, **SCC_OLD)), ("scc_new", SCC(k=10))):
+            settings = {"scc_old": SCC_OLD, "scc_new": {}}
+            if args.candidates:
+                settings |= SCC_CANDIDATES
+            for name, params in settings.items():
                 start = time.perf_counter()
-                h = est.fit(X, graph=W).hierarchy_
+                h = SCC(k=10, **params).fit(X, graph=W).hierarchy_
                 row[f"{name}_s"] = round(time.perf_counter() - start, 2)
                 row[f"{name}_dp"] = round(dendrogram_purity(h, y), 4)
             print(json.dumps(row), flush=True)
@@ -330,6 +345,7 @@ def main() -> None:
     p = sub.add_parser("defaults")
     p.add_argument("--sizes", nargs="+", type=int, default=[5_000, 20_000])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--candidates", action="store_true", help="also every SCC_CANDIDATES setting")
     p.set_defaults(func=defaults)
     for name, func, algos in (("quality", quality, QUALITY_ALGOS), ("speed", speed, SPEED_ALGOS)):
         p = sub.add_parser(name)
