@@ -107,11 +107,14 @@ def run_algo(algo: str, X: Any, batch: int) -> Any:
     if algo == "hac":
         return run_hac(X)
     if algo == "scc-old":
-        return cluster.SCC(k=10, **SCC_OLD).fit(X).hierarchy_
+        Xd = X.toarray() if hasattr(X, "toarray") else X
+        return cluster.SCC(k=10, **SCC_OLD).fit(Xd).hierarchy_
     if algo == "scc-auto":
         from er.ann import index_knn_graph
 
-        return cluster.SCC(k=10).fit(X, graph=index_knn_graph(X, 10, backend="auto")).hierarchy_
+        Xd = X.toarray() if hasattr(X, "toarray") else X
+        graph = index_knn_graph(Xd, 10, backend="auto")
+        return cluster.SCC(k=10).fit(Xd, graph=graph).hierarchy_
     if algo == "scc-annoy":
         from er.ann import annoy_knn_graph
 
