@@ -329,6 +329,11 @@ def _print_lineage(what: str, result: dict[str, Any]) -> None:
         out(f"  {key}: {steps or '(no ancestors)'}\n")
     lca = result["lca"]
     out("  lowest common ancestor: " + ("none" if lca is None else str(lca["id"])) + "\n")
+    d = result["deciding"]
+    if d is not None:
+        sign = ">=" if result["together"] else "<"
+        out(f"  the cut turns on node {d['id']}: linkage {_score(d['score'])} {sign} ")
+        out(f"{result['cut']}\n")
     for e in result["near"]:
         out(f"  k-NN edge: {e['a']} ~ {e['b']} cosine {e['sim']:.3f}\n")
     fields = ", ".join(f"{k} {_score(v)}" for k, v in result["fields"].items())

@@ -963,6 +963,28 @@ def _side(
     return graph.members(collection, path[-2]["id"], as_of=as_of)[:EXPLAIN_SIDE_LIMIT]
 
 
+def _deciding_merge(
+    path_a: list[dict[str, Any]], path_b: list[dict[str, Any]], cut: float, together: bool
+) -> dict[str, Any] | None:
+    """The merge the cut turns on: the LCA when together; else the lowest merge below it.
+
+    Apart means some cluster on a path formed at a linkage under the cut; the one
+    nearest the mentions is where the cut separates them.
+    """
+    if together:
+        return {**path_a[-1], "side": "both"}
+    below = [
+        (depth, side, x)
+        for side, path in (("a", path_a), ("b", path_b))
+        for depth, x in enumerate(path)
+        if x["score"] is None or x["score"] < cut
+    ]
+    if not below:
+        return None
+    _, side, node = min(below, key=lambda t: (t[0], t[1]))
+    return {**node, "side": side}
+
+
 def explain_pair(
     session: Session,
     graph: GraphStore,
@@ -1004,6 +1026,7 @@ def explain_pair(
     out["path_a"], out["path_b"] = path_a, path_b
     scores = [x["score"] for x in path_a + path_b]
     out["together"] = lca is not None and all(s is not None and s >= cut for s in scores)
+    out["deciding"] = _deciding_merge(path_a, path_b, cut, out["together"])
     out["near"] = [
         {"a": r["left_external_id"], "b": r["right_external_id"], "sim": round(r["sim"], 6)}
         for r in near

@@ -102,20 +102,38 @@ def _run(W: sparse.csr_array, n_rounds: int | None, p: int, params: dict[str, An
         # kept pair used. A union that is already a known set (C inside C', or a set an
         # earlier round built) reuses that node: C' is carried forward and C gets it as
         # a parent, so the same pair cannot come back round after round.
-        round_ids: dict[bytes, int] = {}
-        new_rows, new_parents = [], set()
-        for j, (a, b) in enumerate(pairs):
+        #
+        # A known set re-enters the cover only if it is in the cover now and takes no
+        # parent this round. One that took a parent this round, or left the cover in
+        # an earlier round, only gains the new children: carrying it on would let it
+        # merge again and collect more than p parents in all (a point set can be
+        # rebuilt from two overlapping DAG clusters); its points stay covered by the
+        # clusters it merged into.
+        unions.sort_indices()
+        created, targets = set(), []
+        for j in range(len(pairs)):
             key = unions.indices[unions.indptr[j] : unions.indptr[j + 1]].tobytes()
             if key not in seen:
                 seen[key] = len(score)
+                created.add(seen[key])
                 score.append(float(vals[j]))
                 level_lo.append(level)
                 level_hi.append(level)
-            v = seen[key]
-            if key not in round_ids:
+            targets.append((key, seen[key]))
+        new_parents = {
+            (int(node[c]), v)
+            for (a, b), (_, v) in zip(pairs.tolist(), targets, strict=True)
+            for c in (a, b)
+            if node[c] != v
+        }
+        parented, in_cover = {c for c, _ in new_parents}, set(node.tolist())
+        round_ids: dict[bytes, int] = {}
+        new_rows = []
+        for j, (key, v) in enumerate(targets):
+            open_ = v in created or (v in in_cover and v not in parented)
+            if open_ and key not in round_ids:
                 round_ids[key] = v
                 new_rows.append(j)
-            new_parents.update((int(node[c]), v) for c in (a, b) if node[c] != v)
         merged = np.unique(pairs)
         next_ids = np.asarray(list(round_ids.values()), np.int64)
         carried = np.setdiff1d(np.arange(node.size), merged)

@@ -280,7 +280,8 @@ class MBSCC:
         rows = normalize_rows(np.asarray(X))
         if not partial or not hasattr(self, "_knn"):
             self._knn = _KnnLists(self.k, rows.shape[1])
-            self._ids: dict[bytes, int] = {}
+            self._ids: dict[bytes, int] = {}  # point set (int64 bytes) -> id, last batch
+            self._key_format = "int64-live"
             self._point_ids = np.zeros(0, np.int64)
             self._next_id = 0
             self._state = _Snapshot.empty()
@@ -314,20 +315,87 @@ class MBSCC:
         return ids
 
     def _stable_ids(self, h: Hierarchy, M: Any) -> NDArray[np.int64]:
-        """Stable id per node: points keep theirs; clusters are known by their point set.
+        """Stable id per node: points keep theirs; a cluster continues the last batch's.
+
+        A cluster with the same point set as a cluster of the previous batch keeps its
+        id. Otherwise it continues the previous cluster ``p``, among the previous
+        parents of its children, that shares the most points with it, provided it
+        keeps more than half of ``p``'s old points: a cluster that gains a point, or
+        swaps a few, keeps its id, so the delta updates its size instead of retiring
+        it and re-adding every edge below and above it. Each old id continues at most
+        once; the rest get new ids (never reused). Children come before parents (by
+        first level), so a child's id is settled before its parent looks at it.
 
         ``M`` is ``h.leaf_membership()``, shape (n_nodes, n_points).
         """
-        ids = np.empty(h.n_nodes, np.int64)
-        ids[: h.n_points] = self._point_ids
-        known, indices, indptr = self._ids, M.indices, M.indptr.tolist()
-        for v in range(h.n_points, h.n_nodes):
-            key = indices[indptr[v] : indptr[v + 1]].tobytes()
-            if key not in known:
-                known[key] = self._next_id
-                self._next_id += 1
-            ids[v] = known[key]
+        self._upgrade_keys()
+        n, ids = h.n_points, np.full(h.n_nodes, -1, np.int64)
+        ids[:n] = self._point_ids
+        M.sort_indices()  # a set's key must not depend on the order it was built in
+        indices, indptr = M.indices.astype(np.int64), M.indptr.tolist()
+        keys = [indices[indptr[v] : indptr[v + 1]].tobytes() for v in range(n, h.n_nodes)]
+        used: set[int] = set()
+        for v, key in enumerate(keys, start=n):
+            old = self._ids.get(key)
+            if old is not None:
+                ids[v] = old
+                used.add(old)
+        self._continue_ids(h, ids, keys, used)
+        self._ids = dict(zip(keys, ids[n:].tolist(), strict=True))
         return ids
+
+    def _upgrade_keys(self) -> None:
+        """Pickles from before continued ids keyed every set ever seen by int32 bytes;
+        keep the live ones, as int64 bytes."""
+        if getattr(self, "_key_format", None) == "int64-live":
+            return
+        live = set(self._state.ids.tolist())
+        self._ids = {
+            np.sort(np.frombuffer(key, np.int32)).astype(np.int64).tobytes(): i
+            for key, i in self._ids.items()
+            if i in live
+        }
+        self._key_format = "int64-live"
+
+    def _continue_ids(
+        self,
+        h: Hierarchy,
+        ids: NDArray[np.int64],
+        keys: list[bytes],
+        used: set[int],
+    ) -> None:
+        """Fill the clusters left at -1 in ``ids``: continued old ids, else new ones.
+
+        ``keys[v - n_points]`` holds cluster v's points (int64 bytes, sorted).
+        """
+        n = h.n_points
+        todo = np.flatnonzero(ids < 0)
+        if todo.size == 0:
+            return
+        old_points = {i: key for key, i in self._ids.items()}
+        old_child, old_parent = self._state.edges[:, 0], self._state.edges[:, 1]
+        edges = np.asarray(h.edges, np.int64).reshape(-1, 2)
+        edges = edges[np.isin(edges[:, 1], todo)]
+        kids: dict[int, list[int]] = {}
+        for c, v in edges.tolist():
+            kids.setdefault(v, []).append(c)
+        for v in todo[np.lexsort((todo, h.level_lo[todo]))].tolist():
+            child_ids = ids[kids.get(v, [])]
+            pos = np.searchsorted(old_child, child_ids)
+            ok = pos < old_child.size
+            ok[ok] &= old_child[pos[ok]] == child_ids[ok]
+            points = np.frombuffer(keys[v - n], np.int64)
+            best, best_overlap = -1, 0
+            for q in sorted(set(old_parent[pos[ok]].tolist()) - used):
+                old = np.frombuffer(old_points.get(q, b""), np.int64)
+                overlap = np.intersect1d(old, points, assume_unique=True).size
+                if 2 * overlap > old.size and overlap > best_overlap:
+                    best, best_overlap = q, overlap
+            if best >= 0:
+                ids[v] = best
+                used.add(best)
+            else:
+                ids[v] = self._take_ids(1)[0]
 
 
 class _Round:

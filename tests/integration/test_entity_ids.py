@@ -170,8 +170,24 @@ def _check_explain(result: dict[str, Any], together: bool, cut: float = 0.45) ->
     assert result["path_a"][-1]["id"] == result["path_b"][-1]["id"] == result["lca"]["id"]
     assert all(s >= cut for s in scores) is together
     assert (result["entity_a"] == result["entity_b"]) is together
+    deciding = result["deciding"]
+    if together:  # the merge that joins them is their LCA
+        assert deciding["id"] == result["lca"]["id"]
+    else:  # the lowest merge under the cut on either path
+        assert deciding["score"] < cut
+        path = result["path_a"] if deciding["side"] == "a" else result["path_b"]
+        assert all(x["score"] >= cut for x in path[: path.index(deciding_node(deciding))])
 
 
+def deciding_node(deciding: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in deciding.items() if k != "side"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the {a, b} node continues with a new score at batch 2 and node attributes "
+    "are still read as they are now, not as of the batch (issue #9)",
+)
 def test_history_and_explain_after_an_mbscc_reparenting_splits_an_entity(
     env: dict[str, str], tmp_path: Path
 ) -> None:
