@@ -124,7 +124,11 @@ def scc(args: argparse.Namespace) -> None:
         graph_s = time.perf_counter() - start
         for taus in ("default", "fixed 1.0-0.0"):
             start = time.perf_counter()
-            est = SCC(k=10) if taus == "default" else SCC(k=10, tau_max=1.0, tau_min=0.0)
+            # SCC's parameters before issue #13 changed its defaults (the RESULTS rows),
+            # and MBSCC's defaults: sparse average linkage, 30 geometric levels.
+            old = {"linkage": "average", "schedule": "geometric", "n_levels": 30}
+            fixed = {"tau_max": 1.0, "tau_min": 0.0} if taus != "default" else {}
+            est = SCC(k=10, **old, **fixed)
             h = est.fit(X, graph=G).hierarchy_
             row = {"graph": name, "thresholds": taus, "n": args.n}
             row |= {"dp": round(dendrogram_purity(h, y), 4), "graph_s": round(graph_s, 1)}

@@ -1,7 +1,8 @@
 """Quality, speed and memory of er's clustering cores next to average-linkage HAC.
 
     python bench/bench_cluster.py quality            # DP / best-level F1 table
-    python bench/bench_cluster.py speed --sizes 10000 20000 40000
+    python bench/bench_cluster.py speed --sizes 10000 20000 40000 --big 100000
+    python bench/bench_cluster.py defaults --sizes 5000 20000 --seeds 0 1 2
     python bench/bench_cluster.py one --algo scc --data hard --n 20000   # one run, JSON
 
 Every measurement runs in its own process, which reports its wall time and its peak
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -37,6 +39,8 @@ QUALITY_SETS = (
 ALGOS = [
     "hac",
     "scc",
+    "scc-old",
+    "scc-auto",
     "scc-annoy",
     "mbscc",
     "grinch",
@@ -46,6 +50,21 @@ ALGOS = [
     "affinity",
     "recipnn",
 ]
+QUALITY_ALGOS = [a for a in ALGOS if a not in ("scc-old", "scc-auto")]
+SPEED_ALGOS = ["hac", "scc", "scc-auto", "mbscc", "llama"]
+# 100k: the algorithms that finish in minutes (HAC would need ~75 GB; GRINCH, ROTATE,
+# GREEDY search every leaf per insertion, Affinity / RecipNN add nothing to SCC's row).
+BIG_ALGOS = ["scc-auto", "mbscc", "llama"]
+# SCC's parameters before issue #13 changed its defaults (sparse average linkage, 30
+# geometric levels from the graph's largest linkage); MBSCC keeps these as its defaults.
+SCC_OLD = {"linkage": "average", "schedule": "geometric", "n_levels": 30}
+# The settings tried before choosing SCC's defaults (`defaults --candidates`).
+SCC_CANDIDATES = {
+    f"{link[:3]}{levels}{sched[:3]}": {"linkage": link, "n_levels": levels, "schedule": sched}
+    for link in ("average", "centroid")
+    for sched in ("geometric", "linear")
+    for levels in (30, 50, 100, 200)
+}
 
 
 def load(name: str, n: int | None, seed: int = 0) -> tuple[Any, np.ndarray]:
@@ -87,6 +106,15 @@ def run_algo(algo: str, X: Any, batch: int) -> Any:
 
     if algo == "hac":
         return run_hac(X)
+    if algo == "scc-old":
+        Xd = X.toarray() if hasattr(X, "toarray") else X
+        return cluster.SCC(k=10, **SCC_OLD).fit(Xd).hierarchy_
+    if algo == "scc-auto":
+        from er.ann import index_knn_graph
+
+        Xd = X.toarray() if hasattr(X, "toarray") else X
+        graph = index_knn_graph(Xd, 10, backend="auto")
+        return cluster.SCC(k=10).fit(Xd, graph=graph).hierarchy_
     if algo == "scc-annoy":
         from er.ann import annoy_knn_graph
 
@@ -148,16 +176,41 @@ def one(args: argparse.Namespace) -> None:
     print(json.dumps(out), flush=True)
 
 
+def _one_command(algo: str, data: str, n: int | None, batch: int, metrics: bool) -> list[str]:
+    cmd = ["one", "--algo", algo, "--data", data] + (["--n", str(n)] if n else [])
+    return cmd + ["--batch", str(batch)] + ([] if metrics else ["--no-metrics"])
+
+
 def _child(algo: str, data: str, n: int | None, batch: int, metrics: bool, timeout: int) -> dict:
-    cmd = [sys.executable, __file__, "one", "--algo", algo, "--data", data, "--batch", str(batch)]
-    cmd += (["--n", str(n)] if n else []) + ([] if metrics else ["--no-metrics"])
+    args = _one_command(algo, data, n, batch, metrics)
+    head = {"command": "python bench/bench_cluster.py " + " ".join(args), "algo": algo, "n": n}
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
-        return {"algo": algo, "data": data, "n": n, "error": f"over {timeout} s"}
+        return {**head, "data": data, "error": f"over {timeout} s"}
     if done.returncode != 0:
-        return {"algo": algo, "data": data, "n": n, "error": done.stderr.strip().splitlines()[-1]}
+        return {**head, "data": data, "error": done.stderr.strip().splitlines()[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _available_gb() -> float:
+    """MemAvailable from /proc/meminfo, in GB (inf where there is no /proc)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 / 1e9
+    except OSError:
+        pass
+    return float("inf")
+
+
+def _hac_needs_gb(n: int) -> float:
+    """fastcluster's peak for n points: about 8 n^2 bytes (12.3 GB measured at 40k), plus
+    a margin of 25% for the rest of the machine."""
+    return 10.0 * n * n / 1e9
 
 
 def marking(args: argparse.Namespace) -> None:
@@ -171,7 +224,8 @@ def marking(args: argparse.Namespace) -> None:
     for data, n in QUALITY_SETS:
         X, y = load(data, n)
         Xd = X.toarray() if hasattr(X, "toarray") else X
-        ref = dendrogram_purity(SCC(k=10, tau_max=1.0, tau_min=0.0).fit(Xd).hierarchy_, y)
+        same = {**SCC_OLD, "tau_max": 1.0, "tau_min": 0.0}  # MBSCC's default thresholds
+        ref = dendrogram_purity(SCC(k=10, **same).fit(Xd).hierarchy_, y)
         for batch in args.batches:
             if Xd.shape[0] / batch > 300:  # keep each run to a few hundred mini-batches
                 continue
@@ -192,21 +246,90 @@ def marking(args: argparse.Namespace) -> None:
             print(json.dumps(row), flush=True)
 
 
+def _machine() -> str:
+    model = "?"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next(ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    cpus = os.cpu_count()
+    return f"# {platform.node()} {model}, {cpus} CPUs, python {platform.python_version()}"
+
+
 def quality(args: argparse.Namespace) -> None:
-    print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
+    print(_machine())
+    algos = "" if args.algos == QUALITY_ALGOS else " --algos " + " ".join(args.algos)
+    print(f"# command: python bench/bench_cluster.py quality{algos} --timeout {args.timeout}")
     for data, n in QUALITY_SETS:
         for algo in args.algos:
             print(json.dumps(_child(algo, data, n, args.batch, True, args.timeout)), flush=True)
 
 
 def speed(args: argparse.Namespace) -> None:
-    print(f"# {platform.node()} {platform.machine()} python {platform.python_version()}")
+    """Every algorithm and the peer HAC on the hard mixture, one process per cell.
+
+    HAC is skipped (a row says why) where its n x n distances would not fit in the
+    memory available now; ``--big`` sizes run only ``--big-algos``.
+    """
+    print(_machine())
+    sizes = " ".join(map(str, args.sizes)) + "".join(f" --big {b}" for b in args.big)
+    algos = "" if args.algos == SPEED_ALGOS else " --algos " + " ".join(args.algos)
+    cmd = f"python bench/bench_cluster.py speed --sizes {sizes}{algos} --timeout {args.timeout}"
+    print(f"# command: {cmd}")
+    cells = [(n, a) for n in args.sizes for a in args.algos]
+    cells += [(n, a) for n in args.big for a in args.big_algos]
+    for n, algo in cells:
+        if algo == "hac" and _hac_needs_gb(n) > _available_gb():
+            row = {
+                "command": "python bench/bench_cluster.py "
+                + " ".join(_one_command(algo, "hard", n, args.batch, args.metrics)),
+                "algo": algo,
+                "n": n,
+                "skipped": f"needs ~{_hac_needs_gb(n):.0f} GB, {_available_gb():.1f} GB available",
+            }
+        else:
+            row = _child(algo, "hard", n, args.batch, args.metrics, args.timeout)
+        print(json.dumps(row), flush=True)
+
+
+def defaults(args: argparse.Namespace) -> None:
+    """SCC's defaults against its former defaults and average-linkage HAC, per seed.
+
+    One process for all rows (the k-NN graph is built once per data set and shared by
+    both SCC settings, so their times are the rounds alone).
+    """
+    from er.cluster import SCC
+    from er.cluster._graph import knn_graph, normalize_rows
+    from er.cluster._synthetic import hard_mixture
+    from er.evaluation import dendrogram_purity
+
+    print(_machine())
+    sizes, seeds = " ".join(map(str, args.sizes)), " ".join(map(str, args.seeds))
+    flag = " --candidates" if args.candidates else ""
+    cmd = f"python bench/bench_cluster.py defaults --sizes {sizes} --seeds {seeds}{flag}"
+    print(f"# command: {cmd}")
     for n in args.sizes:
-        for algo in args.algos:
-            print(
-                json.dumps(_child(algo, "hard", n, args.batch, args.metrics, args.timeout)),
-                flush=True,
-            )
+        for seed in args.seeds:
+            X, y = hard_mixture(n, seed=seed)
+            start = time.perf_counter()
+            W = knn_graph(normalize_rows(X), 10, normalized=True)
+            row: dict[str, Any] = {"data": "hard", "n": n, "seed": seed}
+            row["graph_s"] = round(time.perf_counter() - start, 2)
+            start = time.perf_counter()
+            h = run_hac(X)
+            row["hac_s"] = round(time.perf_counter() - start, 2)
+            row["hac_dp"] = round(dendrogram_purity(h, y), 4)
+            del h
+            settings = {"scc_old": SCC_OLD, "scc_new": {}}
+            if args.candidates:
+                settings |= SCC_CANDIDATES
+            for name, params in settings.items():
+                start = time.perf_counter()
+                h = SCC(k=10, **params).fit(X, graph=W).hierarchy_
+                row[f"{name}_s"] = round(time.perf_counter() - start, 2)
+                row[f"{name}_dp"] = round(dendrogram_purity(h, y), 4)
+            print(json.dumps(row), flush=True)
 
 
 def main() -> None:
@@ -222,10 +345,17 @@ def main() -> None:
     p = sub.add_parser("marking")
     p.add_argument("--batches", nargs="+", type=int, default=[10, 100, 1000])
     p.set_defaults(func=marking)
-    for name, func in (("quality", quality), ("speed", speed)):
+    p = sub.add_parser("defaults")
+    p.add_argument("--sizes", nargs="+", type=int, default=[5_000, 20_000])
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--candidates", action="store_true", help="also every SCC_CANDIDATES setting")
+    p.set_defaults(func=defaults)
+    for name, func, algos in (("quality", quality, QUALITY_ALGOS), ("speed", speed, SPEED_ALGOS)):
         p = sub.add_parser(name)
-        p.add_argument("--algos", nargs="+", default=ALGOS, choices=ALGOS)
+        p.add_argument("--algos", nargs="+", default=algos, choices=ALGOS)
         p.add_argument("--sizes", nargs="+", type=int, default=[10_000, 20_000, 40_000])
+        p.add_argument("--big", nargs="*", type=int, default=[], help="sizes for --big-algos")
+        p.add_argument("--big-algos", nargs="+", default=BIG_ALGOS, choices=ALGOS)
         p.add_argument("--batch", type=int, default=1000)
         p.add_argument("--timeout", type=int, default=900)
         p.add_argument("--no-metrics", dest="metrics", action="store_false")

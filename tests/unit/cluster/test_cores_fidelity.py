@@ -80,7 +80,7 @@ def test_scc_first_threshold_is_the_largest_linkage(seed: int, n: int) -> None:
 
     X = np.random.default_rng(seed).normal(size=(n, 8)).astype(np.float32)
     W = knn_graph(normalize_rows(X), 4, normalized=True)
-    est = SCC(k=4).fit(X)
+    est = SCC(k=4, linkage="average", schedule="geometric", n_levels=30).fit(X)
     assert est.thresholds_[0] == pytest.approx(float(W.max()), rel=1e-6)
     # and the first level merges: at least the best pair is joined at level 1
     assert np.unique(est.hierarchy_.cut(1)).size < n

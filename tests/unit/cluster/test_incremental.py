@@ -152,16 +152,21 @@ def test_llama_recovers_noisy_separated_data_and_trees_do_not() -> None:
     batch=st.integers(1, 60),
     k=st.integers(1, 8),
     linkage=st.sampled_from(["average", "single", "centroid"]),
+    schedule=st.sampled_from(["geometric", "linear"]),
     seed=orders,
 )
-def test_mbscc_exact_equals_scc(n: int, batch: int, k: int, linkage: str, seed: int) -> None:
+def test_mbscc_exact_equals_scc(
+    n: int, batch: int, k: int, linkage: str, schedule: str, seed: int
+) -> None:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(8, 5))[rng.integers(0, 8, n)] + rng.normal(size=(n, 5)) * 0.3
     X = X.astype(np.float32)
-    m = MBSCC(k=k, linkage=linkage, n_levels=15, marking="exact")
+    # every parameter explicit: SCC's and MBSCC's defaults differ (issue #13)
+    same = {"k": k, "linkage": linkage, "schedule": schedule, "n_levels": 15}
+    m = MBSCC(**same, marking="exact")
     for s in range(0, n, batch):
         m.partial_fit(X[s : s + batch])
-    ref = SCC(k=k, linkage=linkage, n_levels=15, tau_max=1.0, tau_min=0.0).fit(X).hierarchy_
+    ref = SCC(**same, tau_max=1.0, tau_min=0.0).fit(X).hierarchy_
     np.testing.assert_array_equal(m.hierarchy_.edges, ref.edges)
     np.testing.assert_array_equal(m.hierarchy_.level_lo, ref.level_lo)
     np.testing.assert_array_equal(m.hierarchy_.level_hi, ref.level_hi)
@@ -172,13 +177,14 @@ def test_mbscc_exact_equals_scc(n: int, batch: int, k: int, linkage: str, seed: 
 def test_mbscc_paper_marking_keeps_a_valid_tree(n: int, batch: int, k: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(6, 5))[rng.integers(0, 6, n)] + rng.normal(size=(n, 5)) * 0.3
-    m = MBSCC(k=k, n_levels=15)  # marking="paper"
+    same = {"k": k, "n_levels": 15, "linkage": "average", "schedule": "geometric"}
+    m = MBSCC(**same)  # marking="paper"
     for s in range(0, n, batch):
         m.partial_fit(X[s : s + batch].astype(np.float32))
     check_structure(m.hierarchy_)
     # one batch marks every point: the paper's marking then equals SCC
-    one = MBSCC(k=k, n_levels=15).fit(X.astype(np.float32)).hierarchy_
-    ref = SCC(k=k, n_levels=15, tau_max=1.0, tau_min=0.0).fit(X.astype(np.float32)).hierarchy_
+    one = MBSCC(**same).fit(X.astype(np.float32)).hierarchy_
+    ref = SCC(**same, tau_max=1.0, tau_min=0.0).fit(X.astype(np.float32)).hierarchy_
     np.testing.assert_array_equal(one.edges, ref.edges)
 
 

@@ -112,3 +112,15 @@ def test_json_round_trip() -> None:
     back = Hierarchy.from_json(h.to_json())
     np.testing.assert_array_equal(back.edges, h.edges)
     np.testing.assert_array_equal(back.level_hi[h.n_points :], h.level_hi[h.n_points :])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_scc_defaults_reach_average_linkage_hac_on_the_hard_mixture(seed: int) -> None:
+    # Issue #13: SCC's defaults must reach HAC's dendrogram purity on hard data (many
+    # small overlapping clusters). Oracle: scipy's exact average-linkage HAC, cosine.
+    from er.cluster._synthetic import hard_mixture
+
+    X, y = hard_mixture(2000, seed=seed)
+    hac = dendrogram_purity(Hierarchy.from_linkage(scipy_linkage(X, "average", "cosine")), y)
+    assert hac < 0.99  # hard enough for the methods to differ
+    assert dendrogram_purity(SCC().fit(X).hierarchy_, y) >= hac
