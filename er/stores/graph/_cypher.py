@@ -59,6 +59,34 @@ def retire_edges_cypher() -> str:
     )
 
 
+# Versioned node attributes: the current value lives in the attribute itself; each
+# value it replaced is kept in a parallel list ``prev_<attr>``, with ``prev_until[k]``
+# the batch that replaced version k. Version k held for batches before prev_until[k].
+VERSIONED = ("size", "score", "level_lo", "level_hi")
+# A null score in ``prev_score`` (node lists cannot hold null); never a real score:
+# deltas send NaN scores as null.
+NULL_SCORE = "0.0 / 0.0"
+
+
+def attr_as_of(var: str, attr: str, version: str) -> str:
+    """Cypher for the value of ``var.attr`` as of a batch, given its version index.
+
+    ``version`` is :func:`version_as_of`'s index; past the history (or with none) the
+    index lookup is null and the current value applies. ``score`` maps its NaN back
+    to null (NaN is the one value not equal to itself).
+    """
+    value = f"coalesce({var}.prev_{attr}[{version}], {var}.{attr})"
+    if attr != "score":
+        return value
+    return f"CASE WHEN {value} <> {value} THEN null ELSE {value} END"
+
+
+def version_as_of(var: str, as_of: str = "$as_of") -> str:
+    """Cypher for the index of ``var``'s attribute version current at batch ``as_of``:
+    how many versions were replaced at or before it (``prev_until`` is ascending)."""
+    return f"size([u IN coalesce({var}.prev_until, []) WHERE u <= {as_of}])"
+
+
 def upsert_nodes_cypher(label: str, rows_param: str) -> str:
     """Create or update nodes, stamped with ``$seq``.
 
@@ -67,12 +95,34 @@ def upsert_nodes_cypher(label: str, rows_param: str) -> str:
     back (MBSCC keys clusters by their point set) opens a new interval. Attributes
     carry the seq of their last write (``stamp``) and a replay of an older batch
     never overwrites what a newer one wrote; nor does it reopen a later retirement.
+
+    Attributes are versioned (see ``VERSIONED``): a write from a newer batch
+    (``stamp < $seq``) that changes any of them first appends the values it replaces
+    to the ``prev_*`` lists, with ``$seq`` in ``prev_until``. A replay of the batch
+    that last wrote (``stamp = $seq``) overwrites the current values without a new
+    version (the same delta changes nothing), and an older batch (``stamp > $seq``)
+    is ignored altogether: its values as of its own batch are the ones recorded when
+    it was first applied (batches are first applied in seq order; only redeliveries
+    come late). Created nodes carry no history, so creation costs nothing extra.
     """
     if label not in ("Mention", "Cluster"):
         raise ValueError(f"unknown node label {label!r}")
     leaf = "true" if label == "Mention" else "false"
     newer = "n.stamp <= $seq"
     attrs = {"size": "r.s", "score": "r.c", "level_lo": "r.lo", "level_hi": "r.hi"}
+    changed = (
+        "n.stamp < $seq AND (n.size <> r.s OR n.level_lo <> r.lo OR n.level_hi <> r.hi "
+        "OR NOT coalesce(n.score = r.c, n.score IS NULL AND r.c IS NULL))"
+    )
+    # Items of one SET see the values from before it on FalkorDB and the earlier items'
+    # writes on Neo4j; the history items come first and read only attributes written
+    # after them, so both engines compute the same thing.
+    old = {"prev_until": "$seq", **{f"prev_{k}": f"n.{k}" for k in VERSIONED}}
+    old["prev_score"] = f"coalesce(n.score, {NULL_SCORE})"
+    keep = ", ".join(
+        f"n.{k} = CASE WHEN {changed} THEN coalesce(n.{k}, []) + {v} ELSE n.{k} END"
+        for k, v in old.items()
+    )
     attrs["algorithm"] = "$algorithm"
     on_create = ", ".join(f"n.{k} = {v}" for k, v in attrs.items())
     on_match = ", ".join(
@@ -91,7 +141,7 @@ def upsert_nodes_cypher(label: str, rows_param: str) -> str:
         f"ON MATCH SET "
         f"n.lives_since = CASE WHEN {reopen} THEN n.lives_since + $seq ELSE n.lives_since END, "
         f"n.lives_until = CASE WHEN {reopen} THEN n.lives_until + $open ELSE n.lives_until END, "
-        f"{on_match}{ext}, n.stamp = CASE WHEN {newer} THEN $seq ELSE n.stamp END"
+        f"{keep}, {on_match}{ext}, n.stamp = CASE WHEN {newer} THEN $seq ELSE n.stamp END"
     )
 
 
