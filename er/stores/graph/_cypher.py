@@ -97,23 +97,24 @@ def upsert_nodes_cypher(label: str, rows_param: str) -> str:
     never overwrites what a newer one wrote; nor does it reopen a later retirement.
 
     Attributes are versioned (see ``VERSIONED``): a write from a newer batch
-    (``stamp < $seq``) that changes any of them first appends the values it replaces
-    to the ``prev_*`` lists, with ``$seq`` in ``prev_until``. A replay of the batch
-    that last wrote (``stamp = $seq``) overwrites the current values without a new
-    version (the same delta changes nothing), and an older batch (``stamp > $seq``)
-    is ignored altogether: its values as of its own batch are the ones recorded when
-    it was first applied (batches are first applied in seq order; only redeliveries
-    come late). Created nodes carry no history, so creation costs nothing extra.
+    (``stamp < $seq``) first appends the values it replaces to the ``prev_*`` lists,
+    with ``$seq`` in ``prev_until``. A delta names only nodes that are new or whose
+    attributes changed (:class:`~er.delta.ClusteringDelta`), so the values are not
+    compared again here: that comparison, evaluated once per list, cost a third more
+    per updated row on FalkorDB (bench/RESULTS.md); a row repeating its node's values
+    (a reborn id, say) adds a version that reads the same. A replay of the batch that
+    last wrote (``stamp = $seq``) overwrites the current values without a new version
+    (the same delta changes nothing), and an older batch (``stamp > $seq``) is
+    ignored altogether: its values as of its own batch stay those recorded when it
+    was first applied (batches are first applied in seq order; only redeliveries come
+    late). Created nodes carry no history, so creation costs nothing extra.
     """
     if label not in ("Mention", "Cluster"):
         raise ValueError(f"unknown node label {label!r}")
     leaf = "true" if label == "Mention" else "false"
     newer = "n.stamp <= $seq"
     attrs = {"size": "r.s", "score": "r.c", "level_lo": "r.lo", "level_hi": "r.hi"}
-    changed = (
-        "n.stamp < $seq AND (n.size <> r.s OR n.level_lo <> r.lo OR n.level_hi <> r.hi "
-        "OR NOT coalesce(n.score = r.c, n.score IS NULL AND r.c IS NULL))"
-    )
+    changed = "n.stamp < $seq"
     # Items of one SET see the values from before it on FalkorDB and the earlier items'
     # writes on Neo4j; the history items come first and read only attributes written
     # after them, so both engines compute the same thing.
