@@ -61,30 +61,12 @@ def retire_edges_cypher() -> str:
 
 # Versioned node attributes: the current value lives in the attribute itself; each
 # value it replaced is kept in a parallel list ``prev_<attr>``, with ``prev_until[k]``
-# the batch that replaced version k. Version k held for batches before prev_until[k].
+# the batch that replaced version k. Version k held for batches before prev_until[k]
+# (and from prev_until[k-1] on); schema/queries/*.cypher read them as of a batch.
 VERSIONED = ("size", "score", "level_lo", "level_hi")
 # A null score in ``prev_score`` (node lists cannot hold null); never a real score:
 # deltas send NaN scores as null.
 NULL_SCORE = "0.0 / 0.0"
-
-
-def attr_as_of(var: str, attr: str, version: str) -> str:
-    """Cypher for the value of ``var.attr`` as of a batch, given its version index.
-
-    ``version`` is :func:`version_as_of`'s index; past the history (or with none) the
-    index lookup is null and the current value applies. ``score`` maps its NaN back
-    to null (NaN is the one value not equal to itself).
-    """
-    value = f"coalesce({var}.prev_{attr}[{version}], {var}.{attr})"
-    if attr != "score":
-        return value
-    return f"CASE WHEN {value} <> {value} THEN null ELSE {value} END"
-
-
-def version_as_of(var: str, as_of: str = "$as_of") -> str:
-    """Cypher for the index of ``var``'s attribute version current at batch ``as_of``:
-    how many versions were replaced at or before it (``prev_until`` is ascending)."""
-    return f"size([u IN coalesce({var}.prev_until, []) WHERE u <= {as_of}])"
 
 
 def upsert_nodes_cypher(label: str, rows_param: str) -> str:
