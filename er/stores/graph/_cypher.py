@@ -82,8 +82,8 @@ def upsert_nodes_cypher(label: str, rows_param: str) -> str:
     (``stamp < $seq``) first appends the values it replaces to the ``prev_*`` lists,
     with ``$seq`` in ``prev_until``. A delta names only nodes that are new or whose
     attributes changed (:class:`~er.delta.ClusteringDelta`), so the values are not
-    compared again here: that comparison, evaluated once per list, cost a third more
-    per updated row on FalkorDB (bench/RESULTS.md); a row repeating its node's values
+    compared again here: that comparison, evaluated once per list, made a rewritten
+    row a quarter slower on FalkorDB (bench/RESULTS.md); a row repeating its values
     (a reborn id, say) adds a version that reads the same. A replay of the batch that
     last wrote (``stamp = $seq``) overwrites the current values without a new version
     (the same delta changes nothing), and an older batch (``stamp > $seq``) is
