@@ -183,11 +183,6 @@ def deciding_node(deciding: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in deciding.items() if k != "side"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the {a, b} node continues with a new score at batch 2 and node attributes "
-    "are still read as they are now, not as of the batch (issue #9)",
-)
 def test_history_and_explain_after_an_mbscc_reparenting_splits_an_entity(
     env: dict[str, str], tmp_path: Path
 ) -> None:
