@@ -1,10 +1,14 @@
 """Store throughput: graph delta apply and relational mention inserts.
 
     python bench/bench_stores.py [--nodes 100000] [--pg postgresql://postgres@127.0.0.1/postgres]
+                                 [--graph-only]
 
 Graph: one ClusteringDelta of a binary tree with ~N nodes and ~N edges applied by
 FalkorDBStore (one atomic query, MERGE, idempotent) next to the floor a raw client
-reaches on the same server with plain CREATE statements (not idempotent).
+reaches on the same server with plain CREATE statements (not idempotent). Then a
+second batch rewrites every cluster's size and score (what GRINCH rotations and MBSCC
+re-parenting do to ancestors; it exercises the attribute history) and is replayed, and
+the whole structure is read now and as of batch 1.
 Relational: upsert_mentions (INSERT .. ON CONFLICT DO NOTHING RETURNING) next to
 PostgreSQL COPY into the same table, the fastest bulk path.
 """
@@ -17,6 +21,7 @@ import platform
 import tempfile
 import time
 import uuid
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -52,6 +57,27 @@ def tree_delta(n_nodes: int, seed: int = 0) -> ClusteringDelta:
     )
 
 
+def update_delta(delta: ClusteringDelta, seed: int = 1) -> ClusteringDelta:
+    """Every cluster of ``delta`` again, with a new score and size (no edge changes)."""
+    rng = np.random.default_rng(seed)
+    keep = ~delta.is_leaf
+    return ClusteringDelta(
+        node_id=delta.node_id[keep],
+        is_leaf=delta.is_leaf[keep],
+        size=delta.size[keep] + 1,
+        score=rng.random(int(keep.sum())),
+        level_lo=delta.level_lo[keep],
+        level_hi=delta.level_hi[keep],
+        algorithm="bench",
+    )
+
+
+def _timed(fn: Any) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
 def bench_graph(n_nodes: int) -> dict[str, float]:
     delta = tree_delta(n_nodes)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedFalkorDB(tmp) as server:
@@ -65,6 +91,11 @@ def bench_graph(n_nodes: int) -> dict[str, float]:
         store.apply_delta("bench", delta, 1)  # replay: must change nothing
         replay = time.perf_counter() - t
         assert store.stats("bench")["edges"] == delta.edges_added.shape[0]
+        update = update_delta(delta)
+        updated = _timed(lambda: store.apply_delta("bench", update, 2))
+        update_replay = _timed(lambda: store.apply_delta("bench", update, 2))
+        read_now = _timed(lambda: store.structure("bench"))
+        read_then = _timed(lambda: store.structure("bench", as_of=1))
         raw = db.select_graph("raw")
         raw.query("CREATE INDEX FOR (n:Node) ON (n.id)")
         nodes = [{"id": int(i)} for i in delta.node_id]
@@ -83,6 +114,11 @@ def bench_graph(n_nodes: int) -> dict[str, float]:
         "er_s": ours,
         "er_per_s": elements / ours,
         "replay_s": replay,
+        "update_nodes": update.node_id.shape[0],
+        "update_s": updated,
+        "update_replay_s": update_replay,
+        "read_now_s": read_now,
+        "read_as_of_1_s": read_then,
         "raw_create_s": floor,
         "raw_per_s": elements / floor,
         "ratio_er_to_raw": ours / floor,
@@ -138,9 +174,12 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=100_000)
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    ap.add_argument("--graph-only", action="store_true", help="skip the PostgreSQL part")
     args = ap.parse_args()
     print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}")
     print("graph:", json.dumps({k: round(v, 3) for k, v in bench_graph(args.nodes).items()}))
+    if args.graph_only:
+        return
     print(
         "postgres:", json.dumps({k: round(v, 3) for k, v in bench_pg(args.pg, args.rows).items()})
     )

@@ -1,13 +1,15 @@
 """Cores to FalkorDB: every delta of MBSCC and GRINCH, applied batch after batch.
 
 After each ``partial_fit`` the delta goes to the embedded FalkorDB and to the plain
-Python oracle (which un-retires ids that come back). Every as-of structure so far
-must equal the oracle's, and the current one must equal the in-memory hierarchy:
-the same clusters (by the points they hold) with the same size, score and levels.
+Python oracle (which un-retires ids that come back and keeps attribute history).
+Every as-of structure so far must equal the oracle's, node attributes included, and
+must equal the in-memory hierarchy the estimator had after that batch: the same
+clusters (by the points they hold) with the same size, score and levels.
 """
 
 from __future__ import annotations
 
+import copy
 import uuid
 from typing import Any
 
@@ -61,23 +63,35 @@ def _same(a: Any, b: float) -> bool:
 def test_every_batch_lands_exactly(graph_store: Any, xs: list[np.ndarray], name: str) -> None:
     collection = f"{name}-{uuid.uuid4().hex[:8]}"
     est, oracle = ESTIMATORS[name](), HistoryOracle()
+    snapshots = []  # (hierarchy, point of leaf id) after each batch
     try:
         for seq, X in enumerate(xs, start=1):
             est.partial_fit(X)
+            snapshots.append((copy.deepcopy(est.hierarchy_), _point_of(est)))
             graph_store.apply_delta(collection, est.delta_, seq)
             oracle.apply(est.delta_, seq)
             for b in range(1, seq + 1):
                 got = graph_store.structure(collection, as_of=b)
                 assert sorted(n["id"] for n in got.nodes) == oracle.nodes_at(b)
                 np.testing.assert_array_equal(got.edges, oracle.edges_at(b))
-            _matches_hierarchy(graph_store.structure(collection), est)
+                for node in got.nodes:
+                    expected = oracle.attrs_at(node["id"], b)
+                    assert expected is not None, (b, node)
+                    assert {k: node[k] for k in ("size", "level_lo", "level_hi")} == {
+                        k: expected[k] for k in ("size", "level_lo", "level_hi")
+                    }, (b, node, expected)
+                    assert _same(node["score"], _nan(expected["score"])), (b, node, expected)
+                _matches_hierarchy(got, *snapshots[b - 1])
     finally:
         graph_store.delete_collection(collection)
 
 
-def _matches_hierarchy(structure: Any, est: Any) -> None:
-    h = est.hierarchy_
-    stored = _clusters({tuple(e) for e in structure.edges.tolist()}, _point_of(est))
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else value
+
+
+def _matches_hierarchy(structure: Any, h: Any, point_of: dict[int, int]) -> None:
+    stored = _clusters({tuple(e) for e in structure.edges.tolist()}, point_of)
     expected = _clusters({tuple(e) for e in h.edges.tolist()}, {i: i for i in range(h.n_points)})
     by_points = {s: v for v, s in expected.items()}
     nodes = {n["id"]: n for n in structure.nodes}

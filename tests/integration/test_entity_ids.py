@@ -183,11 +183,6 @@ def deciding_node(deciding: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in deciding.items() if k != "side"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the {a, b} node continues with a new score at batch 2 and node attributes "
-    "are still read as they are now, not as of the batch (issue #9)",
-)
 def test_history_and_explain_after_an_mbscc_reparenting_splits_an_entity(
     env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -231,11 +226,6 @@ def test_history_and_explain_after_an_mbscc_reparenting_splits_an_entity(
     assert "apart at cut 0.45" in text and "k-NN edge: a ~ b" in text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GRINCH re-uses node 2 ({a, b} at batch 1, the root at batch 2) and node "
-    "attributes are still read as they are now, not as of the batch (issue #9)",
-)
 def test_history_and_explain_after_a_grinch_graft_moves_a_mention(
     env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -244,6 +234,8 @@ def test_history_and_explain_after_a_grinch_graft_moves_a_mention(
     # linkage to {c, d} is (0.17 + 0.77) / 2 = 0.47 >= 0.45, and b-a (0.643) loses to
     # the graft test's comparison. {a, b} is the larger old entity and keeps its id
     # with a; b moves to c's entity: one split event from {a, b}'s id to {c}'s.
+    # GRINCH re-uses node 2 ({a, b} at batch 1, the root at batch 2): explaining a and
+    # b as of batch 1 needs node 2's score as of batch 1, not today's (issue #9).
     name = _vector_collection(env, tmp_path, "grinch", [{"a": 135, "b": 85, "c": 5}, {"d": 45}])
     ab = _query(env, name, "entity", "a", "--as-of", "1")
     c1 = _query(env, name, "entity", "c", "--as-of", "1")

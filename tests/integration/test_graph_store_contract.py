@@ -313,9 +313,14 @@ def histories(draw: st.DrawFn) -> list[ClusteringDelta]:
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(history=histories(), replay=st.booleans())
+@given(
+    history=histories(),
+    replay=st.booleans(),
+    threshold=st.floats(0, 1),
+    level=st.sampled_from([1, 2]),
+)
 def test_as_of_reads_match_a_replay_oracle(
-    store: GraphStore, history: list[ClusteringDelta], replay: bool
+    store: GraphStore, history: list[ClusteringDelta], replay: bool, threshold: float, level: int
 ) -> None:
     name = f"h-{uuid.uuid4().hex[:8]}"
     oracle = HistoryOracle()
@@ -331,14 +336,61 @@ def test_as_of_reads_match_a_replay_oracle(
             got = store.structure(name, as_of=b)
             assert sorted(n["id"] for n in got.nodes) == oracle.nodes_at(b)
             np.testing.assert_array_equal(got.edges, oracle.edges_at(b))
-            assert {a["id"] for a in store.ancestors(name, 0, as_of=b)} == oracle.ancestors_at(0, b)
-        for node in store.structure(name).nodes:  # attributes: the newest batch's values
-            expected = oracle.attrs[node["id"]]
-            # FalkorDB's Bolt layer rounds float parameters to 6 decimals (%f text)
-            for key, value in expected.items():
-                assert node[key] == (value if value is None else pytest.approx(value, abs=1e-6))
+            ancestors = store.ancestors(name, 0, as_of=b)
+            assert {a["id"] for a in ancestors} == oracle.ancestors_at(0, b)
+            for node in [*got.nodes, *ancestors]:  # attributes as of b, not today's
+                _assert_attrs(node, oracle.attrs_at(node["id"], b))
+            for m in range(2):  # every history has at least two leaves
+                assert store.entity_of(name, m, level=level, as_of=b) == oracle.entity_at_level(
+                    m, b, level
+                )
+                # cuts at a stored score itself are left out: the Bolt layer rounds floats
+                scores = [
+                    (oracle.attrs_at(n, b) or {}).get("score") for n in oracle.ancestors_at(m, b)
+                ]
+                if all(abs(threshold - s) > 1e-5 for s in scores if s is not None):
+                    assert store.entity_of(
+                        name, m, score=threshold, as_of=b
+                    ) == oracle.entity_at_score(m, b, threshold)
+        for node in store.structure(name).nodes:  # attributes now: the newest batch's values
+            _assert_attrs(node, oracle.attrs[node["id"]])
     finally:
         store.delete_collection(name)
+
+
+def _assert_attrs(node: dict[str, Any], expected: dict[str, Any] | None) -> None:
+    assert expected is not None, node
+    # FalkorDB's Bolt layer rounds float parameters to 6 decimals (%f text)
+    for key, value in expected.items():
+        want = value if value is None else pytest.approx(value, abs=1e-6)
+        assert node[key] == want, (node, expected)
+
+
+def test_attributes_are_read_as_of_their_batch(store: GraphStore, collection: str) -> None:
+    # Cluster 11 = {2, 3} forms at 0.8 (batch 1); batch 2 grafts 1 into it and it
+    # re-forms at 0.7 with size 3; batch 3 moves it from level 1 to level 2.
+    store.apply_delta(collection, BATCH1, 1)
+    store.apply_delta(collection, BATCH2, 2)
+    store.apply_delta(collection, delta([(11, False, 3, 0.7, 2)]), 3)
+    for _ in range(2):  # then every batch redelivered, newest first: nothing changes
+        nodes = {b: store.structure(collection, as_of=b).nodes for b in (1, 2, 3)}
+        n11 = {b: next(n for n in nodes[b] if n["id"] == 11) for b in (1, 2, 3)}
+        assert (n11[1]["size"], n11[1]["score"]) == (2, pytest.approx(0.8))
+        assert (n11[2]["size"], n11[2]["score"], n11[2]["level_lo"]) == (3, pytest.approx(0.7), 1)
+        assert (n11[3]["size"], n11[3]["level_lo"], n11[3]["level_hi"]) == (3, 2, 2)
+        up = store.ancestors(collection, 2, as_of=1)
+        assert [(a["id"], a["size"]) for a in up] == [(11, 2), (12, 4)]
+        assert up[0]["score"] == pytest.approx(0.8)
+        assert store.entity_of(collection, 2, score=0.75, as_of=1) == 11  # formed at 0.8 then
+        assert store.entity_of(collection, 2, score=0.75, as_of=2) == 2  # at 0.7 from batch 2
+        assert store.entity_of(collection, 2, level=1, as_of=2) == 11
+        assert store.entity_of(collection, 2, level=1) == 2  # 11 is at level 2 now
+        assert store.entity_of(collection, 2, level=2) == 11
+        assert store.entity_of(collection, 2, level=2, as_of=2) == 12
+        store.apply_delta(collection, delta([(11, False, 3, 0.7, 2)]), 3)
+        store.apply_delta(collection, BATCH2, 2)
+        store.apply_delta(collection, BATCH1, 1)
+    assert store.structure(collection, as_of=1).nodes == nodes[1]
 
 
 def test_a_retired_id_that_comes_back_is_alive_again(store: GraphStore, collection: str) -> None:

@@ -34,7 +34,8 @@ class Structure:
     Attributes
     ----------
     nodes : list of dict
-        One per node: ``id``, ``leaf``, ``size``, ``score``, ``level_lo``, ``level_hi``.
+        One per node: ``id``, ``leaf``, ``size``, ``score``, ``level_lo``, ``level_hi``,
+        the attributes as of the same batch.
     edges : ndarray of int64, shape (e, 2)
         ``(child, parent)`` rows sorted by child, then parent.
     """
@@ -283,7 +284,8 @@ class GraphStore(ABC):
         Returns
         -------
         list of dict
-            ``id``, ``depth``, ``score``, ``level_lo``, ``level_hi``, ``size`` per ancestor.
+            ``id``, ``depth``, ``score``, ``level_lo``, ``level_hi``, ``size`` per ancestor,
+            attributes as of ``as_of`` too.
         """
         params = {"collection": collection, "id": int(node_id), "as_of": _check_as_of(as_of)}
         with self._operation("ancestors"):
@@ -318,7 +320,8 @@ class GraphStore(ABC):
 
         Exactly one of ``score`` (keep merges at linkage >= score) and ``level``
         (SCC/MBSCC level) is given. A mention that no cluster of the cut holds is
-        its own entity, and its id is returned.
+        its own entity, and its id is returned. Edges, scores and levels are those
+        of batch ``as_of`` (None: now).
         """
         if (score is None) == (level is None):
             raise ConfigError("entity_of takes exactly one of score= and level=.")
@@ -432,7 +435,8 @@ class GraphStore(ABC):
 
     @final
     def structure(self, collection: str, as_of: int | None = None) -> Structure:
-        """All nodes and parent edges of a collection as of batch ``as_of``."""
+        """All nodes (with their attributes then) and parent edges of a collection as of
+        batch ``as_of`` (None: now)."""
         params = {"collection": collection, "as_of": _check_as_of(as_of)}
         with self._operation("structure"):
             nodes = self._read(cy.canned_query("structure_nodes"), params)
