@@ -148,6 +148,10 @@ class GHHC:
         After every ``parent_every`` triple batches, ``parent_steps`` steps on it.
     noise : bool, default True
         Gumbel noise on the LCA distances (§4.2).
+    leaf_tree : {"star", "hac"}, default "star"
+        How the points that chose one internal node hang below it: the paper's flat
+        star (§4.2) or er's average-linkage sub-tree over them (blocks of at most
+        1,000 points, split by 2-means above that); see bench/RESULTS.md, gHHC.
     random_state : int, default 0
         Seed of everything random: same seed, same tree.
     on_epoch : callable or None
@@ -209,6 +213,7 @@ class GHHC:
         "parent_every": [Interval(int, 1, None)],
         "parent_steps": [Interval(int, 0, None)],
         "noise": [Options((True, False))],
+        "leaf_tree": [Options(("star", "hac"))],
         "random_state": [Interval(int, 0, None)],
     }
     algorithm = "ghhc"
@@ -233,6 +238,7 @@ class GHHC:
         parent_every: int = 10,
         parent_steps: int = 100,
         noise: bool = True,
+        leaf_tree: str = "star",
         random_state: int = 0,
         on_epoch: Callable[[int, int, float], None] | None = None,
     ) -> None:
@@ -253,6 +259,7 @@ class GHHC:
         self.parent_every = parent_every
         self.parent_steps = parent_steps
         self.noise = noise
+        self.leaf_tree = leaf_tree
         self.random_state = random_state
         self.on_epoch = on_epoch
 
@@ -302,7 +309,9 @@ class GHHC:
             if self.on_epoch is not None:
                 self.on_epoch(epoch + 1, 1 if partial else self.n_epochs, self.loss_[-1])
         self._points = np.vstack([self._points, P]) if partial else P
-        self.hierarchy_ = decode(self._points, self.nodes_, self.gamma, get_params(self))
+        self.hierarchy_ = decode(
+            self._points, self.nodes_, self.gamma, get_params(self), self.leaf_tree
+        )
         self.delta_ = self._delta()
         return self
 

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.cluster.hierarchy import linkage, to_tree
 
 from er.cluster import GHHC
 from er.cluster._ghhc import sample_triplets
-from er.cluster._ghhc_tree import decode
+from er.cluster._ghhc_tree import decode, leaf_subtree, point_parents
 from er.cluster._poincare import (
     TripletBatch,
     cp_dissimilarity,
@@ -190,6 +191,65 @@ def test_decode_equals_the_brute_force_decoding(n, m, d, seed) -> None:
     assert got == brute_force_leaf_sets(X, Z, 0.5)
     children = np.bincount(h.edges[:, 1], minlength=h.n_nodes)[n:]
     assert np.all(children >= 2)  # pruned: no empty or single-child clusters
+
+
+def scipy_leaf_sets(P: np.ndarray, rows: np.ndarray) -> set[frozenset[int]]:
+    """Leaf sets (size >= 2) of scipy's average-linkage tree over P, named by ``rows``."""
+    found: set[frozenset[int]] = set()
+
+    def walk(node) -> frozenset[int]:
+        if node.is_leaf():
+            return frozenset([int(rows[node.id])])
+        s = walk(node.left) | walk(node.right)
+        found.add(s)
+        return s
+
+    walk(to_tree(linkage(P, method="average")))
+    return found
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(1, 40), m=st.integers(1, 6), d=st.integers(1, 4), seed=st.integers(0, 2**32 - 1)
+)
+def test_hac_leaf_tree_refines_the_paper_decoding_by_average_linkage(n, m, d, seed) -> None:
+    """leaf_tree="hac": the paper's clusters all survive, and below each node the points
+    that chose it form exactly scipy's average-linkage tree over them."""
+    rng = np.random.default_rng(seed)
+    X = in_ball(rng, n, d, 0.9)
+    X *= 0.9 / np.linalg.norm(X, axis=1, keepdims=True)
+    Z = in_ball(rng, m, d, 0.8)
+    h = decode(X, Z, 0.5, {}, leaf_tree="hac")
+    check_structure(h)
+    sets = leaves_under(h)
+    got = {frozenset(sets[v]) for v in range(n, h.n_nodes)}
+    star = brute_force_leaf_sets(X, Z, 0.5)
+    chosen = point_parents(X, Z, 0.5)
+    below = set()
+    for c in range(m):
+        rows = np.flatnonzero(chosen == c)
+        if rows.size >= 2:
+            below |= scipy_leaf_sets(X[rows], rows)
+    assert got == star | below
+    children = np.bincount(h.edges[:, 1], minlength=h.n_nodes)[n:]
+    assert np.all(children >= 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(s=st.integers(2, 60), cap=st.integers(2, 70), d=st.integers(1, 3), seed=st.integers(0, 999))
+def test_leaf_subtree_is_a_binary_tree_and_average_linkage_below_the_cap(s, cap, d, seed) -> None:
+    # few distinct values: ties and identical rows are common
+    P = np.random.default_rng(seed).integers(0, 3, size=(s, d)).astype(float)
+    parent = leaf_subtree(P, cap=cap)
+    assert parent.size == 2 * s - 1 and parent[-1] == -1
+    assert np.all(parent[:-1] > np.arange(2 * s - 2))  # children before parents
+    assert np.all(np.bincount(parent[:-1], minlength=2 * s - 1)[s:] == 2)
+    if s <= cap:
+        under = [{i} for i in range(s)] + [set() for _ in range(s - 1)]
+        for v in range(2 * s - 2):
+            under[parent[v]] |= under[v]
+        got = {frozenset(u) for u in under[s:]}
+        assert got == scipy_leaf_sets(P, np.arange(s))
 
 
 @settings(max_examples=15, deadline=None)
