@@ -126,7 +126,8 @@ class GHHC:
         Triples per SGD step (the loss is their sum, as in the code).
     learning_rate : float, default 0.01
     gamma : float, default 0.5
-        Norm margin of the child-parent dissimilarity (Eq. 16).
+        Norm margin of the child-parent dissimilarity (Eq. 16) in the objectives; the
+        decoding (Eq. 4) uses Eq. 3, without it.
     max_norm : float, default 0.8
         Nodes are projected back onto this radius after every step (Eq. 19 with the
         authors' radius); must stay below ``point_norm``.
@@ -309,9 +310,9 @@ class GHHC:
             if self.on_epoch is not None:
                 self.on_epoch(epoch + 1, 1 if partial else self.n_epochs, self.loss_[-1])
         self._points = np.vstack([self._points, P]) if partial else P
-        self.hierarchy_ = decode(
-            self._points, self.nodes_, self.gamma, get_params(self), self.leaf_tree
-        )
+        # Eq. 4 decodes with the plain d_cp of Eq. 3: the margin gamma (Eq. 16) belongs
+        # to the objectives (§3.3), not to the extraction of the tree
+        self.hierarchy_ = decode(self._points, self.nodes_, 0.0, get_params(self), self.leaf_tree)
         self.delta_ = self._delta()
         return self
 

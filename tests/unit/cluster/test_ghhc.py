@@ -367,3 +367,13 @@ def test_er_cluster_runs_ghhc_and_writes_a_tree(tmp_path) -> None:
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "'gamma' parameter of GHHC" in bad.stderr
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.5, 2.0])
+def test_fit_decodes_by_eq4_without_the_margin(gamma) -> None:
+    """The fitted tree is Eq. 4 with the plain d_cp (Eq. 3), whatever the training margin."""
+    X = np.random.default_rng(3).normal(size=(30, 4))
+    est = GHHC(n_internal=10, n_epochs=2, epoch_size=60, gamma=gamma, random_state=1).fit(X)
+    sets = leaves_under(est.hierarchy_)
+    got = {frozenset(sets[v]) for v in range(30, est.hierarchy_.n_nodes)}
+    assert got == brute_force_leaf_sets(est._points, est.nodes_, 0.0)
