@@ -182,10 +182,10 @@ class GHHC:
     128 x n and 1024 x n_internal; never n x n.
 
     Quality depends mostly on nodes per cluster (bench/RESULTS.md, gHHC section):
-    with the paper's 64 nodes on a 200-point digits sample DP is 0.46 (paper: 0.675),
-    with 400 nodes 0.67; on 2,000 points of a 64-d mixture of 10-point clusters, one
-    node per cluster collapses to a few giant clusters (DP 0.34) while five per cluster
-    reach DP 0.74.
+    with the paper's 64 nodes on a 200-point digits sample DP is 0.48 (paper: 0.675),
+    with 400 nodes 0.67. On a 64-d mixture of 10-point clusters the embeddings send
+    most points to a few nodes near the origin, and the paper's star below each node
+    gives DP 0.006 at 20k points; ``leaf_tree="hac"`` gives 0.126 (HAC: 0.87).
 
     Examples
     --------
