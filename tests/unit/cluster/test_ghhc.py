@@ -324,6 +324,8 @@ def test_parameters_are_validated_with_a_clear_message() -> None:
         GHHC(n_internal=1).fit(X)
     with pytest.raises(ConfigError, match="'loss' parameter of GHHC must be one of"):
         GHHC(loss="hinge").fit(X)
+    with pytest.raises(ConfigError, match="'leaf_tree' parameter of GHHC must be one of"):
+        GHHC(leaf_tree="chain").fit(X)
     with pytest.raises(ConfigError, match=r"'max_norm' parameter of GHHC .* must be below"):
         GHHC(max_norm=0.95).fit(X)
     with pytest.raises(ConfigError, match="non-finite"):
@@ -348,7 +350,8 @@ def test_er_cluster_runs_ghhc_and_writes_a_tree(tmp_path) -> None:
     X = np.random.default_rng(0).normal(size=(30, 5)).astype(np.float32)
     np.save(tmp_path / "X.npy", X)
     args = ["cluster", "--algorithm", "ghhc", "--input", str(tmp_path / "X.npy")]
-    args += ["--param", "n_internal=8", "--param", "epoch_size=100", "--output"]
+    args += ["--param", "n_internal=8", "--param", "epoch_size=100"]
+    args += ["--param", "leaf_tree=hac", "--output"]
     done = subprocess.run(
         [sys.executable, "-m", "er.cli", *args, str(tmp_path / "S.json")],
         capture_output=True,
@@ -358,6 +361,7 @@ def test_er_cluster_runs_ghhc_and_writes_a_tree(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     h = Hierarchy.from_json(json.loads((tmp_path / "S.json").read_text()))
     assert h.algorithm == "ghhc" and h.params["n_internal"] == 8
+    assert h.params["leaf_tree"] == "hac"
     check_structure(h)
     bad = subprocess.run(
         [sys.executable, "-m", "er.cli", *args[:5], "--param", "gamma=-1", "--output", "o.json"],
