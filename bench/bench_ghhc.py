@@ -101,8 +101,9 @@ def _header() -> None:
 def quality(args: argparse.Namespace) -> None:
     _header()
     for data, n in SETS:
-        for algo in ["ghhc", *args.peers]:
-            print(json.dumps(_child(algo, data, n, args.params, [])), flush=True)
+        for algo in ["ghhc", *args.peers]:  # --params are gHHC's: the peers run without
+            params = args.params if algo == "ghhc" else "{}"
+            print(json.dumps(_child(algo, data, n, params, [])), flush=True)
 
 
 def scale(args: argparse.Namespace) -> None:

@@ -18,7 +18,7 @@ from scipy.cluster.hierarchy import linkage
 from er.cluster._hierarchy import Hierarchy
 from er.cluster._poincare import cp_dissimilarity
 
-__all__ = ["decode", "init_nodes", "node_parents"]
+__all__ = ["decode", "init_nodes", "leaf_subtree", "node_parents"]
 
 
 def _hac_nodes(leaves: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -137,34 +137,140 @@ def point_parents(
     return out
 
 
+def _bisect(P: NDArray[np.float64], n_iter: int = 10) -> NDArray[np.bool_]:
+    """Deterministic 2-means split of the rows of P (seeds: the row farthest from the
+    mean, then the row farthest from it); both sides non-empty.
+
+    Returns
+    -------
+    ndarray of bool, shape (len(P),)
+        True for the side of the first seed.
+    """
+    a = P[np.argmax(((P - P.mean(axis=0)) ** 2).sum(axis=1))]
+    b = P[np.argmax(((P - a) ** 2).sum(axis=1))]
+    side = np.ones(P.shape[0], bool)
+    for _ in range(n_iter):
+        new = ((P - a) ** 2).sum(axis=1) <= ((P - b) ** 2).sum(axis=1)
+        if new.all() or not new.any():
+            new = np.arange(P.shape[0]) < P.shape[0] // 2  # identical rows: halve
+        if np.array_equal(new, side):
+            break
+        side = new
+        a, b = P[side].mean(axis=0), P[~side].mean(axis=0)
+    return side
+
+
+def leaf_subtree(P: NDArray[np.float64], cap: int = 1000) -> NDArray[np.int64]:
+    """A tree over the points that chose one internal node (not in the paper; see decode).
+
+    Average-linkage HAC over the points when there are at most ``cap`` of them;
+    otherwise a deterministic 2-means split first, recursively, so memory stays
+    O(cap^2) whatever the holder's size.
+
+    Parameters
+    ----------
+    P : ndarray of shape (s, d), s >= 2
+
+    Returns
+    -------
+    ndarray of int64, shape (2s - 1,) at most
+        Parent of each node: points 0..s-1, then internal nodes with every child
+        before its parent; the last node is the root (-1).
+    """
+    parent: list[int] = [-1] * P.shape[0]
+
+    def build(rows: NDArray[np.int64]) -> int:
+        if rows.size == 1:
+            return int(rows[0])
+        if rows.size <= cap:
+            merges = linkage(P[rows], method="average")[:, :2].astype(np.int64)
+            ids = list(rows)
+            for a, b in merges:
+                ids.append(len(parent))
+                parent.append(-1)
+                parent[ids[a]] = parent[ids[b]] = ids[-1]
+            return ids[-1]
+        side = _bisect(P[rows])
+        left, right = build(rows[side]), build(rows[~side])
+        parent.append(-1)
+        parent[left] = parent[right] = len(parent) - 1
+        return len(parent) - 1
+
+    build(np.arange(P.shape[0]))
+    return np.asarray(parent, np.int64)
+
+
 def decode(
-    X: NDArray[np.float64], Z: NDArray[np.float64], gamma: float, params: dict[str, Any]
+    X: NDArray[np.float64],
+    Z: NDArray[np.float64],
+    gamma: float,
+    params: dict[str, Any],
+    leaf_tree: str = "star",
 ) -> Hierarchy:
     """The discrete tree the embeddings stand for, pruned, as a :class:`Hierarchy`.
 
     Node layout before pruning: points 0..n-1, internal nodes n..n+m-1, and for each
     internal node c a "points holder" n+m+c between c and the points that chose it
     (§4.2: keeps a tree-consistent partition matching the point assignments).
+
+    ``leaf_tree`` says how a holder's points hang below it: "star", the paper's
+    (§4.2: all of them children of the holder, one flat cluster), or "hac", a
+    sub-tree by :func:`leaf_subtree` whose root is the holder (er's addition: when
+    thousands of points choose one node, a star makes every same-class pair in it
+    meet in that node; the sub-tree refines the holder and changes nothing above it).
     """
     n, m = X.shape[0], Z.shape[0]
     up = node_parents(Z, gamma)
-    parent = np.r_[
-        n + m + point_parents(X, Z, gamma), np.where(up >= 0, n + up, -1), n + np.arange(m)
-    ]
-    # children come before parents: holders, then nodes by decreasing norm
+    chosen = point_parents(X, Z, gamma)
+    parent = np.r_[n + m + chosen, np.where(up >= 0, n + up, -1), n + np.arange(m)]
+    extra, holder_of = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if leaf_tree == "hac":  # sub-tree nodes below holders, children first
+        parent, extra, holder_of = _hang_subtrees(X, chosen, parent, n, m)
+    # children come before parents: sub-trees, holders, then nodes by decreasing norm
     order = np.lexsort((np.arange(m), -np.linalg.norm(Z, axis=1)))
-    bottom_up = np.r_[n + m + np.arange(m), n + order]
-    count = np.r_[np.ones(n, np.int64), np.zeros(2 * m, np.int64)]
+    bottom_up = np.r_[extra, n + m + np.arange(m), n + order]
+    size = parent.size
+    count = np.r_[np.ones(n, np.int64), np.zeros(size - n, np.int64)]
     np.add.at(count, parent[:n], 1)
     for v in bottom_up:
         if parent[v] >= 0:
             count[parent[v]] += count[v]
     nonempty = count > 0
-    kids = np.bincount(parent[nonempty & (parent >= 0)], minlength=n + 2 * m)
+    kids = np.bincount(parent[nonempty & (parent >= 0)], minlength=size)
     keep = np.r_[np.ones(n, bool), (kids[n:] >= 2) & nonempty[n:]]
     new_parent = _splice(parent, keep, bottom_up[::-1], n)
-    score = np.r_[np.linalg.norm(Z, axis=1), np.linalg.norm(Z, axis=1)]
+    norms = np.linalg.norm(Z, axis=1)
+    score = np.r_[norms, norms, norms[holder_of]]  # a sub-tree node scores as its holder
     return _relabel(new_parent, keep, bottom_up, score, n, params)
+
+
+def _hang_subtrees(
+    X: NDArray[np.float64], chosen: NDArray[np.int64], parent: NDArray[np.int64], n: int, m: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Replace each holder's star by :func:`leaf_subtree` over its points (root = holder).
+
+    Returns the extended parent array, the new nodes' indices (children first, numbered
+    from n + 2m on) and the internal node (0..m-1) each one hangs below.
+    """
+    parents, extra, holder = [parent], [], []
+    next_id = parent.size
+    by_node = np.argsort(chosen, kind="stable")
+    bounds = np.searchsorted(chosen[by_node], np.arange(m + 1))
+    for c in range(m):
+        rows = by_node[bounds[c] : bounds[c + 1]]
+        if rows.size < 3:
+            continue
+        sub = leaf_subtree(X[rows])
+        s, inner = rows.size, sub.size - rows.size - 1  # inner: sub-tree nodes but the root
+        ids = np.r_[rows, next_id + np.arange(inner), n + m + c]
+        parent[rows] = ids[sub[:s]]
+        parents.append(ids[sub[s : s + inner]])
+        extra.append(next_id + np.arange(inner))
+        holder.append(np.full(inner, c))
+        next_id += inner
+    if not extra:
+        return parent, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(parents), np.concatenate(extra), np.concatenate(holder)
 
 
 def _splice(parent: NDArray, keep: NDArray, top_down: NDArray, n: int) -> NDArray[np.int64]:

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.cluster.hierarchy import linkage, to_tree
 
 from er.cluster import GHHC
 from er.cluster._ghhc import sample_triplets
-from er.cluster._ghhc_tree import decode
+from er.cluster._ghhc_tree import decode, leaf_subtree, point_parents
 from er.cluster._poincare import (
     TripletBatch,
     cp_dissimilarity,
@@ -192,6 +193,65 @@ def test_decode_equals_the_brute_force_decoding(n, m, d, seed) -> None:
     assert np.all(children >= 2)  # pruned: no empty or single-child clusters
 
 
+def scipy_leaf_sets(P: np.ndarray, rows: np.ndarray) -> set[frozenset[int]]:
+    """Leaf sets (size >= 2) of scipy's average-linkage tree over P, named by ``rows``."""
+    found: set[frozenset[int]] = set()
+
+    def walk(node) -> frozenset[int]:
+        if node.is_leaf():
+            return frozenset([int(rows[node.id])])
+        s = walk(node.left) | walk(node.right)
+        found.add(s)
+        return s
+
+    walk(to_tree(linkage(P, method="average")))
+    return found
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(1, 40), m=st.integers(1, 6), d=st.integers(1, 4), seed=st.integers(0, 2**32 - 1)
+)
+def test_hac_leaf_tree_refines_the_paper_decoding_by_average_linkage(n, m, d, seed) -> None:
+    """leaf_tree="hac": the paper's clusters all survive, and below each node the points
+    that chose it form exactly scipy's average-linkage tree over them."""
+    rng = np.random.default_rng(seed)
+    X = in_ball(rng, n, d, 0.9)
+    X *= 0.9 / np.linalg.norm(X, axis=1, keepdims=True)
+    Z = in_ball(rng, m, d, 0.8)
+    h = decode(X, Z, 0.5, {}, leaf_tree="hac")
+    check_structure(h)
+    sets = leaves_under(h)
+    got = {frozenset(sets[v]) for v in range(n, h.n_nodes)}
+    star = brute_force_leaf_sets(X, Z, 0.5)
+    chosen = point_parents(X, Z, 0.5)
+    below = set()
+    for c in range(m):
+        rows = np.flatnonzero(chosen == c)
+        if rows.size >= 2:
+            below |= scipy_leaf_sets(X[rows], rows)
+    assert got == star | below
+    children = np.bincount(h.edges[:, 1], minlength=h.n_nodes)[n:]
+    assert np.all(children >= 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(s=st.integers(2, 60), cap=st.integers(2, 70), d=st.integers(1, 3), seed=st.integers(0, 999))
+def test_leaf_subtree_is_a_binary_tree_and_average_linkage_below_the_cap(s, cap, d, seed) -> None:
+    # few distinct values: ties and identical rows are common
+    P = np.random.default_rng(seed).integers(0, 3, size=(s, d)).astype(float)
+    parent = leaf_subtree(P, cap=cap)
+    assert parent.size == 2 * s - 1 and parent[-1] == -1
+    assert np.all(parent[:-1] > np.arange(2 * s - 2))  # children before parents
+    assert np.all(np.bincount(parent[:-1], minlength=2 * s - 1)[s:] == 2)
+    if s <= cap:
+        under = [{i} for i in range(s)] + [set() for _ in range(s - 1)]
+        for v in range(2 * s - 2):
+            under[parent[v]] |= under[v]
+        got = {frozenset(u) for u in under[s:]}
+        assert got == scipy_leaf_sets(P, np.arange(s))
+
+
 @settings(max_examples=15, deadline=None)
 @given(
     n=st.integers(1, 30),
@@ -264,6 +324,8 @@ def test_parameters_are_validated_with_a_clear_message() -> None:
         GHHC(n_internal=1).fit(X)
     with pytest.raises(ConfigError, match="'loss' parameter of GHHC must be one of"):
         GHHC(loss="hinge").fit(X)
+    with pytest.raises(ConfigError, match="'leaf_tree' parameter of GHHC must be one of"):
+        GHHC(leaf_tree="chain").fit(X)
     with pytest.raises(ConfigError, match=r"'max_norm' parameter of GHHC .* must be below"):
         GHHC(max_norm=0.95).fit(X)
     with pytest.raises(ConfigError, match="non-finite"):
@@ -288,7 +350,8 @@ def test_er_cluster_runs_ghhc_and_writes_a_tree(tmp_path) -> None:
     X = np.random.default_rng(0).normal(size=(30, 5)).astype(np.float32)
     np.save(tmp_path / "X.npy", X)
     args = ["cluster", "--algorithm", "ghhc", "--input", str(tmp_path / "X.npy")]
-    args += ["--param", "n_internal=8", "--param", "epoch_size=100", "--output"]
+    args += ["--param", "n_internal=8", "--param", "epoch_size=100"]
+    args += ["--param", "leaf_tree=hac", "--output"]
     done = subprocess.run(
         [sys.executable, "-m", "er.cli", *args, str(tmp_path / "S.json")],
         capture_output=True,
@@ -298,6 +361,7 @@ def test_er_cluster_runs_ghhc_and_writes_a_tree(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     h = Hierarchy.from_json(json.loads((tmp_path / "S.json").read_text()))
     assert h.algorithm == "ghhc" and h.params["n_internal"] == 8
+    assert h.params["leaf_tree"] == "hac"
     check_structure(h)
     bad = subprocess.run(
         [sys.executable, "-m", "er.cli", *args[:5], "--param", "gamma=-1", "--output", "o.json"],
@@ -307,3 +371,13 @@ def test_er_cluster_runs_ghhc_and_writes_a_tree(tmp_path) -> None:
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "'gamma' parameter of GHHC" in bad.stderr
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.5, 2.0])
+def test_fit_decodes_by_eq4_without_the_margin(gamma) -> None:
+    """The fitted tree is Eq. 4 with the plain d_cp (Eq. 3), whatever the training margin."""
+    X = np.random.default_rng(3).normal(size=(30, 4))
+    est = GHHC(n_internal=10, n_epochs=2, epoch_size=60, gamma=gamma, random_state=1).fit(X)
+    sets = leaves_under(est.hierarchy_)
+    got = {frozenset(sets[v]) for v in range(30, est.hierarchy_.n_nodes)}
+    assert got == brute_force_leaf_sets(est._points, est.nodes_, 0.0)
