@@ -54,8 +54,14 @@ def resolve(data: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X, pred, gold
 
 
+def _log_loss(p, truth) -> float:
+    """Mean negative log-likelihood of the truth, p clipped to [1e-6, 1 - 1e-6]."""
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return float(-np.mean(np.where(truth, np.log(p), np.log1p(-p))))
+
+
 def calibrate(X, pred, gold, entities, beta: float) -> dict[str, object]:
-    conf, truth, seconds = [], [], []
+    conf, truth, hard, seconds = [], [], [], []
     for ent in entities:
         members = np.flatnonzero(pred == ent)
         started = time.perf_counter()
@@ -73,7 +79,8 @@ def calibrate(X, pred, gold, entities, beta: float) -> dict[str, object]:
             if a in inside or b in inside:  # the product's question: a member and another
                 conf.append(p)
                 truth.append(gold[a] == gold[b])
-    conf, truth = np.array(conf), np.array(truth)
+                hard.append(pred[a] == pred[b])  # the peer: the cut's own 0/1 verdict
+    conf, truth, hard = np.array(conf), np.array(truth), np.array(hard, dtype=float)
     edges = np.linspace(0, 1, 11)
     bins = np.clip(np.digitize(conf, edges) - 1, 0, 9)
     rows = []
@@ -96,6 +103,8 @@ def calibrate(X, pred, gold, entities, beta: float) -> dict[str, object]:
         "deciles": rows,
         "brier": round(brier, 4),
         "ece": round(float(ece), 4),
+        "brier_hard_cut": round(float(np.mean((hard - truth) ** 2)), 4),
+        "log_loss": round(_log_loss(conf, truth), 4),
         "s_per_entity_mean": round(float(np.mean(seconds)), 4),
         "s_per_entity_max": round(float(np.max(seconds)), 4),
     }
