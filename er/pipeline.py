@@ -338,24 +338,26 @@ DEFAULT_ALGORITHM = "mbscc"
 # Entity cut (merges at linkage >= this score), chosen once on FEBRL3 with the default
 # featurizer (bench/RESULTS.md "Entity cut"): pairwise F1 >= 0.998 from 0.40 to 0.50.
 DEFAULT_ENTITY_CUT = 0.45
-PIPELINE_ALGORITHMS = ("mbscc", "grinch")
+# LLAMA is a batch algorithm: the writer re-runs it over every point per batch (its
+# partial_fit), keeping node ids by point set; fine up to some tens of thousands.
+PIPELINE_ALGORITHMS = ("mbscc", "grinch", "llama")
 CONFIG_KEYS = ("featurizer", "algorithm", "params", "cut_threshold")
 
 
 def _make_core(algorithm: str, params: dict[str, Any]) -> Any:
     """A fresh incremental core; one clear line for a bad name or parameter."""
-    from er.cluster import Grinch
+    from er.cluster import Grinch, Llama
     from er.cluster._params import validate_params
 
     if algorithm not in PIPELINE_ALGORITHMS:
         raise ConfigError(
-            f"collection config: algorithm must be one of {PIPELINE_ALGORITHMS} (the incremental "
-            f"cores). Got {algorithm!r}."
+            f"collection config: algorithm must be one of {PIPELINE_ALGORITHMS}. Got {algorithm!r}."
         )
     if not isinstance(params, dict):
         raise ConfigError(f"collection config: params must be an object. Got {params!r}.")
+    cls = {"mbscc": MBSCC, "grinch": Grinch, "llama": Llama}[algorithm]
     try:
-        core = MBSCC(**params) if algorithm == "mbscc" else Grinch(**params)
+        core = cls(**params)
     except TypeError as exc:
         raise ConfigError(f"collection config: {algorithm} params: {exc}") from None
     validate_params(core)

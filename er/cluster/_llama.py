@@ -20,6 +20,7 @@ from scipy import sparse
 
 from er.cluster._graph import as_graph, knn_graph, normalize_rows
 from er.cluster._hierarchy import Hierarchy
+from er.cluster._mbscc import _Snapshot
 from er.cluster._params import NONE, Interval, get_params, validate_params
 from er.cluster._rounds import best_neighbors
 from er.exceptions import ConfigError
@@ -81,6 +82,61 @@ class Llama:
         )
         self.delta_ = self.hierarchy_.to_delta()
         return self
+
+    def partial_fit(self, X: NDArray[np.floating]) -> Llama:
+        """Add the rows of X and re-run LLAMA over every point so far.
+
+        LLAMA is a batch algorithm (dissertation ch. 5, Alg. 11: every round looks at
+        the whole cover), so an incremental caller such as the pipeline re-runs it on
+        all points per batch: O(n^2 d) for the exact k-NN graph plus the rounds, fine
+        for collections of some tens of thousands. Node ids stay stable across calls
+        (``node_ids_``): points keep the id they got on arrival, a cluster is known by
+        its point set, so an unchanged cluster keeps its id and ``delta_`` holds only
+        the nodes and edges that changed. An id that leaves and whose set comes back
+        gets its old id again (the graph store reopens its life).
+
+        Parameters
+        ----------
+        X : ndarray of shape (b, d)
+        """
+        validate_params(self)
+        rows = normalize_rows(np.asarray(X))
+        if not hasattr(self, "_points"):
+            self._points = np.zeros((0, rows.shape[1]), np.float32)
+            self._point_ids = np.zeros(0, np.int64)
+            self._ids: dict[bytes, int] = {}
+            self._next_id = 0
+            self._state = _Snapshot.empty()
+        elif rows.shape[1] != self._points.shape[1]:
+            raise ConfigError(
+                f"X has {rows.shape[1]} columns; this Llama was fitted on {self._points.shape[1]}."
+            )
+        first = self._next_id
+        self._next_id += rows.shape[0]
+        self._point_ids = np.r_[self._point_ids, np.arange(first, self._next_id)]
+        self._points = np.vstack([self._points, rows.astype(np.float32)])
+        W = knn_graph(self._points, self.k, normalized=True)
+        h = _run(sparse.csr_array(W, dtype=np.float64), self.n_rounds, self.p, get_params(self))
+        M = h.leaf_membership()
+        self.node_ids_ = self._stable_ids(h, M)
+        state = _Snapshot.of(h, self.node_ids_, sizes=np.diff(M.indptr))
+        self.delta_ = state.delta_from(self._state, self.algorithm)
+        self._state, self.hierarchy_ = state, h
+        return self
+
+    def _stable_ids(self, h: Hierarchy, M: sparse.csr_array) -> NDArray[np.int64]:
+        """(n_nodes,) id per node: points keep theirs; clusters by their (sorted) point set."""
+        ids = np.empty(h.n_nodes, np.int64)
+        ids[: h.n_points] = self._point_ids
+        M.sort_indices()
+        indices, indptr = M.indices.astype(np.int64), M.indptr.tolist()
+        for v in range(h.n_points, h.n_nodes):
+            key = indices[indptr[v] : indptr[v + 1]].tobytes()
+            if key not in self._ids:
+                self._ids[key] = self._next_id
+                self._next_id += 1
+            ids[v] = self._ids[key]
+        return ids
 
 
 def _run(W: sparse.csr_array, n_rounds: int | None, p: int, params: dict[str, Any]) -> Hierarchy:

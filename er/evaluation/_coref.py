@@ -23,10 +23,11 @@ def cut_at_score(hierarchy: Any, threshold: float) -> NDArray[np.int64]:
     """(n_points,) entity of each point: its highest ancestor reached through clusters
     that all formed at a score >= ``threshold`` (the ``entity_at_score`` query).
 
-    A point with no such ancestor is its own entity (labelled by its own id). For a
-    DAG the first parent of each node is followed.
+    A point with no such ancestor is its own entity (labelled by its own id). In a
+    DAG (LLAMA) each node follows its strongest parent (highest score; ties to the
+    lower id), so the entities still partition the points.
     """
-    parent = hierarchy.parents()
+    parent = hierarchy.parents() if hierarchy.is_tree else _strongest_parents(hierarchy)
     score = np.nan_to_num(hierarchy.score, nan=-np.inf)
     label = np.arange(hierarchy.n_points, dtype=np.int64)
     active = np.ones(hierarchy.n_points, bool)
@@ -38,6 +39,19 @@ def cut_at_score(hierarchy: Any, threshold: float) -> NDArray[np.int64]:
         label[idx[ok]] = up[ok]
         active[idx[~ok]] = False
     return label
+
+
+def _strongest_parents(hierarchy: Any) -> NDArray[np.int64]:
+    """(n_nodes,) each node's parent of highest score (-1 for roots), for DAGs."""
+    parent = np.full(hierarchy.n_nodes, -1, np.int64)
+    edges = np.asarray(hierarchy.edges, np.int64).reshape(-1, 2)
+    if edges.size:
+        score = np.nan_to_num(hierarchy.score[edges[:, 1]], nan=-np.inf)
+        order = np.lexsort((edges[:, 1], -score, edges[:, 0]))
+        child = edges[order, 0]
+        first = np.r_[True, child[1:] != child[:-1]]
+        parent[child[first]] = edges[order, 1][first]
+    return parent
 
 
 def _sweep_thresholds(hierarchy: Any, n: int) -> NDArray[np.float64]:

@@ -468,3 +468,45 @@ def test_confidence_of_an_entity_and_none_beyond_the_limit(settings_env, febrl) 
     run_cluster(settings, vectors)
     with pytest.raises(ERError, match="has 20 mentions; exact confidence is computed"):
         run_confidence(settings, vectors, "3")
+
+
+def test_a_llama_collection_re_runs_per_batch_and_reads_back_as_of_every_batch(
+    settings_env,
+) -> None:
+    """LLAMA (batch-only) in the pipeline: each batch re-runs it on every point; the graph
+    as of each batch holds that run's DAG, and the entities are its cut."""
+    from er.cluster import Llama
+    from er.evaluation import cut_at_score
+    from er.featurize import featurize, infer_config
+    from er.pipeline import _stores, run_cluster, run_entities, run_ingest
+
+    settings, name = _settings(settings_env), _name()
+    rng = np.random.default_rng(3)
+    centres = rng.normal(size=(8, 5))
+    X = (centres[rng.integers(0, 8, 90)] + 0.35 * rng.normal(size=(90, 5))).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    recs = [{"id": f"m{i}", "vector": x.tolist()} for i, x in enumerate(X)]
+    X = featurize(recs, infer_config(recs[:30], id_field="id", gold_field=None))  # as stored
+    oracle = Llama()
+    graph = _stores(settings)[1]
+    for seq, start in enumerate(range(0, 90, 30), start=1):
+        run_ingest(
+            settings,
+            collection=name,
+            records=recs[start : start + 30],
+            config={"algorithm": "llama"},
+        )
+        run_cluster(settings, name)
+        oracle.partial_fit(X[start : start + 30])
+        stored = graph.structure(name, as_of=seq)
+        ids = oracle.node_ids_
+        assert sorted(n["id"] for n in stored.nodes) == sorted(ids.tolist())
+        want = {(int(ids[c]), int(ids[p])) for c, p in oracle.hierarchy_.edges}
+        have = set(map(tuple, stored.edges.tolist()))
+        assert (seq, sorted(have - want), sorted(want - have)) == (seq, [], [])
+    label = cut_at_score(Llama().fit(X).hierarchy_, 0.45)
+    expected = {frozenset(np.flatnonzero(label == g).tolist()) for g in np.unique(label)}
+    got: dict[int | None, set[int]] = {}
+    for ext, entity in run_entities(settings, name):
+        got.setdefault(entity, set()).add(int(ext[1:]))
+    assert {frozenset(s) for s in got.values()} == expected

@@ -108,3 +108,23 @@ def test_duplicates_inside_one_batch_keep_the_first(session: Session) -> None:
         text("SELECT payload FROM mentions WHERE external_id = 'a'")
     ).scalar_one()
     assert (stored if isinstance(stored, dict) else json.loads(stored)) == {"v": 1}
+
+
+def test_a_batch_is_stored_in_arrival_order(session: Session) -> None:
+    """Mention ids follow the input order on both databases: the writer clusters a batch
+    in that order, so PostgreSQL and SQLite must give the same structure."""
+    from er.stores.sql import batch_mentions
+
+    coll = get_or_create_collection(session, "order")
+    names = ["m2", "m10", "b", "a", "m1", "z", "a"]  # not sorted; "a" twice: first wins
+    upsert_mentions(
+        session, coll.id, 1, [{"external_id": n, "payload": {"k": k}} for k, n in enumerate(names)]
+    )
+    assert [ext for ext, _ in batch_mentions(session, coll.id, 1)] == [
+        "m2",
+        "m10",
+        "b",
+        "a",
+        "m1",
+        "z",
+    ]

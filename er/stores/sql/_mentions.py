@@ -104,11 +104,15 @@ _STAGE_DDL = (
     "(ord bigint, external_id text, payload jsonb, gold_entity text) ON COMMIT DROP"
 )
 # The first occurrence of an external id in the batch wins, as on the generic path.
+# DISTINCT ON keeps the first row of an id; the outer ORDER BY inserts in arrival order,
+# so mention ids (and the order a batch is clustered in) follow the input on PostgreSQL
+# as on SQLite. Without it the rows went in sorted by external id.
 _STAGE_MERGE = (
     "INSERT INTO mentions (collection_id, external_id, payload, gold_entity, batch_seq) "
     "SELECT %(cid)s, external_id, payload, gold_entity, %(seq)s FROM ("
-    "  SELECT DISTINCT ON (external_id) external_id, payload, gold_entity"
+    "  SELECT DISTINCT ON (external_id) external_id, payload, gold_entity, ord"
     "  FROM er_mention_stage ORDER BY external_id, ord) AS s "
+    "ORDER BY s.ord "
     "ON CONFLICT (collection_id, external_id) DO NOTHING"
 )
 
