@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from scipy.cluster.hierarchy import linkage
+from scipy.spatial.distance import pdist
 
 from er.cluster._hierarchy import Hierarchy
 from er.cluster._poincare import cp_dissimilarity
@@ -183,7 +184,8 @@ def leaf_subtree(P: NDArray[np.float64], cap: int = 1000) -> NDArray[np.int64]:
         if rows.size == 1:
             return int(rows[0])
         if rows.size <= cap:
-            merges = linkage(P[rows], method="average")[:, :2].astype(np.int64)
+            # condensed distances: the observation form warns when rows happen to look square
+            merges = linkage(pdist(P[rows]), method="average")[:, :2].astype(np.int64)
             ids = list(rows)
             for a, b in merges:
                 ids.append(len(parent))
