@@ -158,20 +158,9 @@ def _together_at_cut(tree: tuple[int, ...], n: int, S: np.ndarray, cut: float) -
     Built as an er Hierarchy with each cluster's score = its split's average linkage,
     cut by ``er.evaluation.cut_at_score`` (the product's definition of an entity).
     """
-    from er.cluster import Hierarchy
     from er.evaluation import cut_at_score
 
-    clusters = sorted(tree, key=int.bit_count)
-    index = {1 << i: i for i in range(n)} | {c: n + k for k, c in enumerate(clusters)}
-    edges, score = [], [np.nan] * n
-    for c in clusters:
-        a, b = _children(c, tree, n)
-        ia = [i for i in range(n) if (a >> i) & 1]
-        ib = [i for i in range(n) if (b >> i) & 1]
-        score.append(float(S[np.ix_(ia, ib)].mean()))
-        edges += [(index[a], index[c]), (index[b], index[c])]
-    h = Hierarchy(n, np.array(edges), score, [0] * len(score), [0] * len(score))
-    label = cut_at_score(h, cut)
+    label = cut_at_score(_as_hierarchy(tree, n, S), cut)
     return (label[:, None] == label[None, :]).astype(float)
 
 
