@@ -13,20 +13,98 @@ from scipy import sparse
 
 from er.exceptions import ConfigError
 
-__all__ = ["as_graph", "knn_graph", "normalize_rows", "top_k"]
+__all__ = ["as_graph", "candidate_columns", "knn_graph", "normalize_rows", "top_k"]
 
 
-def top_k(S: NDArray[np.floating], k: int) -> NDArray[np.int64]:
+def top_k(S: NDArray[np.floating], k: int, block: int = 64) -> NDArray[np.int64]:
     """Column indices of each row's k largest values; ties go to the lower column.
 
     Parameters
     ----------
     S : ndarray of shape (m, n), with n >= k >= 1
+    block : int, default 64
+        Column block width of :func:`candidate_columns`.
 
     Returns
     -------
     ndarray of int64, shape (m, k), in no particular order within a row.
     """
+    cols = candidate_columns(S, k, block=block)
+    if cols is None:
+        return _top_k_dense(S, k)
+    vals = np.take_along_axis(_pad_column(S), cols, axis=1)
+    # columns of a row are increasing, so "ties to the lower candidate" is the rule
+    return np.take_along_axis(cols, _top_k_dense(vals, k), axis=1)
+
+
+def candidate_columns(
+    S: NDArray[np.floating], k: int, slack: float = 0.0, block: int = 64
+) -> NDArray[np.int64] | None:
+    """Columns that may hold a row's k largest values, increasing, padded with n.
+
+    The k-th largest of a row's block maxima bounds its k-th largest value from
+    below (k distinct entries reach it), so only blocks whose maximum reaches that
+    bound (less ``slack``, for values S only approximates) can hold the answer: one
+    pass of maxima over S instead of a selection over every entry (``argpartition``
+    over a 1,000 x 100,000 block cost 3-10x more).
+
+    Parameters
+    ----------
+    S : ndarray of shape (m, n)
+    k : int
+    slack : float, default 0
+        How far below S's bound a true value may lie.
+
+    Returns
+    -------
+    ndarray of int64, shape (m, w), or None when rows are too narrow to gain (use all).
+    """
+    m, n = S.shape
+    n_blocks = n // block
+    if n_blocks < 4 * k:
+        return None
+    wide = n_blocks * block
+    maxima = S[:, :wide].reshape(m, n_blocks, block).max(axis=2)
+    bound = -np.partition(-maxima, k - 1, axis=1)[:, k - 1 : k] - slack
+    hit = maxima >= bound  # (m, n_blocks); at least k blocks per row
+    per_row = hit.sum(axis=1)
+    width = int(per_row.max()) * block + (n - wide)
+    cols = np.full((m, width), n, np.int64)
+    r, b = np.nonzero(hit)
+    slot = np.arange(r.size) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    cols[r[:, None], slot[:, None] * block + np.arange(block)] = b[:, None] * block + np.arange(
+        block
+    )
+    if n > wide:  # the ragged tail is always a candidate
+        cols[:, width - (n - wide) :] = np.arange(wide, n)
+    return cols
+
+
+def row_entries(indptr: NDArray, rows: NDArray[np.int64]) -> tuple[NDArray, NDArray]:
+    """Positions of the entries of CSR rows ``rows``, and each entry's slot in ``rows``.
+
+    Parameters
+    ----------
+    indptr : ndarray, shape (m + 1,)
+    rows : ndarray of int64, shape (r,)
+
+    Returns
+    -------
+    pos, slot : ndarray of int64, shape (e,)
+    """
+    counts = indptr[rows + 1] - indptr[rows]
+    slot = np.repeat(np.arange(rows.shape[0]), counts)
+    offset = np.arange(slot.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(indptr[rows], counts) + offset, slot
+
+
+def _pad_column(S: NDArray[np.floating]) -> NDArray[np.floating]:
+    """S with one more column of -inf (index n: the padding of candidate_columns)."""
+    return np.concatenate([S, np.full((S.shape[0], 1), -np.inf, S.dtype)], axis=1)
+
+
+def _top_k_dense(S: NDArray[np.floating], k: int) -> NDArray[np.int64]:
+    """:func:`top_k` by one ``argpartition`` over every entry (narrow rows)."""
     idx = np.argpartition(S, S.shape[1] - k, axis=1)[:, S.shape[1] - k :]
     kth = np.take_along_axis(S, idx, axis=1).min(axis=1, keepdims=True)
     # argpartition breaks ties arbitrarily: redo, by index, only the rows where a

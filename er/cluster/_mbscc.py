@@ -30,7 +30,14 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from er.cluster._graph import as_graph, normalize_rows, similarities, top_k
+from er.cluster._graph import (
+    as_graph,
+    candidate_columns,
+    normalize_rows,
+    row_entries,
+    similarities,
+    top_k,
+)
 from er.cluster._hierarchy import Hierarchy
 from er.cluster._params import Interval, Options, get_params, validate_params
 from er.cluster._rounds import LINKAGES, Agglomerator
@@ -71,17 +78,47 @@ class _KnnLists:
             return self._append(new_idx, new_sim, n0)
         new_idx = np.full((n1 - n0, self.k), -1, np.int64)
         new_sim = np.full((n1 - n0, self.k), -np.inf, np.float32)
+        k = min(self.k, n1 - 1)
         for start in range(n0, n1, block):
             stop = min(start + block, n1)
-            S = similarities(self.X[start:stop], self.X)
-            S[np.arange(stop - start), np.arange(start, stop)] = -np.inf
-            self._merge_old(S[:, :n0], start)
-            k = min(self.k, n1 - 1)
-            if k >= 1:
-                top = top_k(S, k)
-                new_idx[start - n0 : stop - n0, :k] = top
-                new_sim[start - n0 : stop - n0, :k] = np.take_along_axis(S, top, axis=1)
+            top, top_sim = self._search(start, stop, n0, k)
+            new_idx[start - n0 : stop - n0, :k] = top
+            new_sim[start - n0 : stop - n0, :k] = top_sim
         return self._append(new_idx, new_sim, n0)
+
+    def _search(self, start: int, stop: int, n0: int, k: int) -> tuple[NDArray, NDArray]:
+        """Exact top k of rows start..stop-1 among all points; old lists take them in.
+
+        A float32 product screens the candidates; the exact values (float64 products
+        rounded to float32, :func:`similarities`) are computed for those alone, with
+        a margin above float32's rounding error, so the result is the exact one.
+
+        Returns
+        -------
+        idx : ndarray of int64, shape (stop - start, k)
+        sim : ndarray of float32, shape (stop - start, k)
+        """
+        Q = self.X[start:stop]
+        b, d = Q.shape
+        S = Q @ self.X.T  # (b, n1) screen
+        S[np.arange(b), np.arange(start, stop)] = -np.inf
+        # |float32 dot - exact| <= d u |q||x| (u = 2^-24), plus the final rounding
+        slack = 2.0 * (d + 2) * 2.0**-24
+        self._merge_old(S[:, :n0], Q, start, slack)
+        if k < 1:
+            return np.zeros((b, 0), np.int64), np.zeros((b, 0), np.float32)
+        cols = candidate_columns(S, k, slack)
+        if cols is None:
+            S = similarities(Q, self.X)
+            S[np.arange(b), np.arange(start, stop)] = -np.inf
+            top = top_k(S, k)
+            return top, np.take_along_axis(S, top, axis=1)
+        screen = np.take_along_axis(S, np.minimum(cols, S.shape[1] - 1), axis=1)
+        cols = _narrow(screen, cols, k, slack, S.shape[1])
+        vals = _exact_at(Q, self.X, cols)
+        vals[cols == np.arange(start, stop)[:, None]] = -np.inf  # no self
+        pick = top_k(vals, k)
+        return np.take_along_axis(cols, pick, axis=1), np.take_along_axis(vals, pick, axis=1)
 
     def _append(self, new_idx: NDArray, new_sim: NDArray, n0: int) -> NDArray[np.bool_]:
         """Store the new rows' lists; U(0) as in :meth:`add`."""
@@ -137,32 +174,89 @@ class _KnnLists:
         self.idx[rows[pos], rank[top]] = c[top]
         self.sim[rows[pos], rank[top]] = v[top]
 
-    def _merge_old(self, S_old: NDArray[np.float32], first_new: int) -> None:
-        """Let new points (columns of S_old.T) into the lists of old points they beat."""
+    def _merge_old(
+        self, S_old: NDArray[np.float32], Q: NDArray[np.float32], first_new: int, slack: float
+    ) -> None:
+        """Let new points (rows of S_old, the screen) into the old lists they beat.
+
+        Only columns whose best new value reaches the list's k-th similarity (less
+        the screen's slack) can change; their exact values decide.
+        """
         if S_old.shape[1] == 0:
             return
         kth = self.sim.min(axis=1)  # -inf while a list is not full
-        best_new = S_old.max(axis=0)
-        rows = np.flatnonzero(best_new >= kth)
-        if rows.size == 0:
+        cols = np.flatnonzero(S_old.max(axis=0) >= kth - slack)
+        if cols.size == 0:
             return
-        self._touched.append(rows)
-        new_ids = np.arange(first_new, first_new + S_old.shape[0])
-        cand_idx = np.hstack([self.idx[rows], np.broadcast_to(new_ids, (rows.size, new_ids.size))])
-        cand_sim = np.hstack([self.sim[rows], S_old[:, rows].T])
-        # ties to the lower point index: order columns by id before the top-k
-        order = np.argsort(np.where(cand_idx < 0, np.iinfo(np.int64).max, cand_idx), axis=1)
-        cand_idx = np.take_along_axis(cand_idx, order, axis=1)
-        cand_sim = np.take_along_axis(cand_sim, order, axis=1)
-        top = top_k(cand_sim, self.k)
-        self.idx[rows] = np.take_along_axis(cand_idx, top, axis=1)
-        self.sim[rows] = np.take_along_axis(cand_sim, top, axis=1)
+        sub = similarities(Q, self.X[cols])
+        new, at = np.nonzero(sub >= kth[cols])
+        self._merge_pairs(cols[at], first_new + new, sub[new, at])
 
     def graph(self) -> Any:
         n = self.X.shape[0]
         ok = self.idx >= 0
         rows = np.repeat(np.arange(n), self.k).reshape(n, self.k)[ok]
         return as_graph((rows, self.idx[ok], self.sim[ok]), n, distinct=True)
+
+
+def _narrow(
+    screen: NDArray[np.float32], cols: NDArray[np.int64], k: int, slack: float, n: int
+) -> NDArray[np.int64]:
+    """Of each row's candidate columns, those whose screened value may be in its top k.
+
+    The k-th largest screened value is at most the true k-th largest plus ``slack``
+    (of any k candidates one is not above the true k-th), and a true top-k value is
+    screened at least ``slack`` below itself: keeping values within ``2 slack`` of
+    the screened k-th loses none.
+
+    Parameters
+    ----------
+    screen : ndarray of float32, shape (b, w)
+        Screened values at ``cols`` (any value where cols is padding n).
+    cols : ndarray of int64, shape (b, w), padded with n
+
+    Returns
+    -------
+    ndarray of int64, shape (b, w2), increasing per row, padded with n
+    """
+    pad = cols >= n
+    screen = np.where(pad, -np.inf, screen)
+    kth = -np.partition(-screen, k - 1, axis=1)[:, k - 1 : k]
+    keep = (screen >= kth - 2 * slack) & ~pad
+    per_row = keep.sum(axis=1)
+    out = np.full((cols.shape[0], max(int(per_row.max(initial=0)), k)), n, np.int64)
+    r, c = np.nonzero(keep)
+    slot = np.arange(r.size) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    out[r, slot] = cols[r, c]
+    return out
+
+
+def _exact_at(
+    Q: NDArray[np.float32], X: NDArray[np.float32], cols: NDArray[np.int64]
+) -> NDArray[np.float32]:
+    """:func:`similarities` of each row of Q with its own columns of X; pad n -> -inf.
+
+    Parameters
+    ----------
+    Q : ndarray of shape (b, d)
+    X : ndarray of shape (n, d)
+    cols : ndarray of int64, shape (b, w), values in 0..n (n: padding)
+
+    Returns
+    -------
+    ndarray of float32, shape (b, w)
+    """
+    n = X.shape[0]
+    out = np.full(cols.shape, -np.inf, np.float32)
+    Q64 = Q.astype(np.float64)
+    step = max(1, (1 << 21) // max(cols.shape[1] * X.shape[1], 1))
+    for s in range(0, cols.shape[0], step):
+        c = cols[s : s + step]
+        ok = c < n
+        rows = np.nonzero(ok)[0]
+        dots = np.einsum("ij,ij->i", Q64[s + rows], X[c[ok]].astype(np.float64))
+        out[s : s + step][ok] = dots.astype(np.float32)
+    return out
 
 
 def _check_neighbors(idx: Any, sim: Any, n0: int, n1: int) -> tuple[NDArray, NDArray]:
@@ -280,8 +374,8 @@ class MBSCC:
         rows = normalize_rows(np.asarray(X))
         if not partial or not hasattr(self, "_knn"):
             self._knn = _KnnLists(self.k, rows.shape[1])
-            self._ids: dict[bytes, int] = {}  # point set (int64 bytes) -> id, last batch
-            self._key_format = "int64-live"
+            self._prev = _Members.from_sets({})  # the last batch's clusters, by stable id
+            self._key_format = "members"
             self._point_ids = np.zeros(0, np.int64)
             self._next_id = 0
             self._state = _Snapshot.empty()
@@ -331,71 +425,215 @@ class MBSCC:
         self._upgrade_keys()
         n, ids = h.n_points, np.full(h.n_nodes, -1, np.int64)
         ids[:n] = self._point_ids
-        M.sort_indices()  # a set's key must not depend on the order it was built in
-        indices, indptr = M.indices.astype(np.int64), M.indptr.tolist()
-        keys = [indices[indptr[v] : indptr[v + 1]].tobytes() for v in range(n, h.n_nodes)]
-        used: set[int] = set()
-        for v, key in enumerate(keys, start=n):
-            old = self._ids.get(key)
-            if old is not None:
-                ids[v] = old
-                used.add(old)
-        self._continue_ids(h, ids, keys, used)
-        self._ids = dict(zip(keys, ids[n:].tolist(), strict=True))
+        M.sort_indices()
+        now = _Members.of(M, n)
+        prev = self._prev
+        same_new, same_old = now.same_sets(prev)
+        ids[n + same_new] = prev.ids[same_old]
+        self._continue_ids(h, ids, now, set(prev.ids[same_old].tolist()))
+        now.ids = ids[n:].copy()
+        self._prev = now.sorted_by_id()
         return ids
 
     def _upgrade_keys(self) -> None:
-        """Pickles from before continued ids keyed every set ever seen by int32 bytes;
-        keep the live ones, as int64 bytes."""
-        if getattr(self, "_key_format", None) == "int64-live":
+        """Pickles from before kept each live cluster's points as int64 bytes (older
+        ones: every set ever seen, as int32 bytes); rebuild the member lists."""
+        if getattr(self, "_key_format", None) == "members":
             return
         live = set(self._state.ids.tolist())
-        self._ids = {
-            np.sort(np.frombuffer(key, np.int32)).astype(np.int64).tobytes(): i
+        dtype = np.int64 if getattr(self, "_key_format", None) == "int64-live" else np.int32
+        sets = {
+            i: np.sort(np.frombuffer(key, dtype)).astype(np.int64)
             for key, i in self._ids.items()
             if i in live
         }
-        self._key_format = "int64-live"
+        self._prev = _Members.from_sets(sets)
+        del self._ids
+        self._key_format = "members"
 
     def _continue_ids(
-        self,
-        h: Hierarchy,
-        ids: NDArray[np.int64],
-        keys: list[bytes],
-        used: set[int],
+        self, h: Hierarchy, ids: NDArray[np.int64], now: _Members, used: set[int]
     ) -> None:
         """Fill the clusters left at -1 in ``ids``: continued old ids, else new ones.
 
-        ``keys[v - n_points]`` holds cluster v's points (int64 bytes, sorted).
+        Level by level from the bottom (a child's id is settled before its parent
+        looks at it). Clusters formed at one level are disjoint, and continuing an old
+        cluster takes more than half of its points, so no two clusters of one level
+        can want the same old id: a level is decided at once.
         """
         n = h.n_points
         todo = np.flatnonzero(ids < 0)
         if todo.size == 0:
             return
-        old_points = {i: key for key, i in self._ids.items()}
+        prev = self._prev
         old_child, old_parent = self._state.edges[:, 0], self._state.edges[:, 1]
         edges = np.asarray(h.edges, np.int64).reshape(-1, 2)
         edges = edges[np.isin(edges[:, 1], todo)]
-        kids: dict[int, list[int]] = {}
-        for c, v in edges.tolist():
-            kids.setdefault(v, []).append(c)
-        for v in todo[np.lexsort((todo, h.level_lo[todo]))].tolist():
-            child_ids = ids[kids.get(v, [])]
-            pos = np.searchsorted(old_child, child_ids)
-            ok = pos < old_child.size
-            ok[ok] &= old_child[pos[ok]] == child_ids[ok]
-            points = np.frombuffer(keys[v - n], np.int64)
-            best, best_overlap = -1, 0
-            for q in sorted(set(old_parent[pos[ok]].tolist()) - used):
-                old = np.frombuffer(old_points.get(q, b""), np.int64)
-                overlap = np.intersect1d(old, points, assume_unique=True).size
-                if 2 * overlap > old.size and overlap > best_overlap:
-                    best, best_overlap = q, overlap
-            if best >= 0:
-                ids[v] = best
-                used.add(best)
-            else:
-                ids[v] = self._take_ids(1)[0]
+        level = h.level_lo
+        todo = todo[np.argsort(level[todo], kind="stable")]
+        edges = edges[np.argsort(level[edges[:, 1]], kind="stable")]
+        levels = np.unique(level[todo])
+        cut_v = np.searchsorted(level[todo], levels, side="right")
+        cut_e = np.searchsorted(level[edges[:, 1]], levels, side="right")
+        span = np.int64(max(prev.ids.max(initial=0), 0) + 1)
+        for i in range(levels.size):
+            vs = todo[(cut_v[i - 1] if i else 0) : cut_v[i]]
+            at = edges[(cut_e[i - 1] if i else 0) : cut_e[i]]
+            q = _lookup(old_child, old_parent, ids[at[:, 0]])
+            ok = q >= 0
+            if used and ok.any():
+                ok[ok] = ~np.isin(q[ok], np.fromiter(used, np.int64, len(used)))
+            code = np.unique(at[ok, 1] * span + q[ok])
+            if code.size:
+                self._continue_level(ids, code // span, code % span, now, n, used)
+            fresh = vs[ids[vs] < 0]
+            ids[fresh] = self._take_ids(fresh.size)
+
+    def _continue_level(
+        self,
+        ids: NDArray[np.int64],
+        v: NDArray[np.int64],
+        q: NDArray[np.int64],
+        now: _Members,
+        n: int,
+        used: set[int],
+    ) -> None:
+        """Give clusters ``v`` (one level) the candidate old id ``q`` they overlap most.
+
+        ``(v[i], q[i])`` are the candidate pairs, sorted by v then q.
+        """
+        prev = self._prev
+        rows = prev.row_of(q)
+        overlap = _overlaps(now, v - n, prev, rows)
+        keep = 2 * overlap > prev.size[rows]
+        v, q, overlap = v[keep], q[keep], overlap[keep]
+        if v.size == 0:
+            return
+        # per cluster the largest overlap, ties to the lower old id
+        order = np.lexsort((q, -overlap, v))
+        v, q = v[order], q[order]
+        first = np.r_[True, v[1:] != v[:-1]]
+        ids[v[first]] = q[first]
+        used.update(q[first].tolist())
+
+
+class _Members:
+    """Point sets of clusters, CSR-like, with 128-bit set hashes for equality.
+
+    Attributes
+    ----------
+    ids : ndarray of int64, shape (c,)
+        Stable id of each row (set once the ids are known).
+    indptr : ndarray of int64, shape (c + 1,)
+    indices : ndarray of int64, shape (nnz,)
+        Points of each row, sorted.
+    hashes : ndarray of uint64, shape (c, 2)
+    """
+
+    def __init__(self, ids: NDArray, indptr: NDArray, indices: NDArray) -> None:
+        self.ids, self.indptr, self.indices = ids, indptr, indices
+        self.size = np.diff(indptr)
+        self.hashes = _set_hashes(indices, indptr)
+
+    @classmethod
+    def of(cls, M: Any, first: int) -> _Members:
+        """Rows ``first..`` of a sorted CSR membership (the clusters of a hierarchy)."""
+        indptr = M.indptr[first:].astype(np.int64)
+        indices = M.indices[indptr[0] : indptr[-1]].astype(np.int64)
+        return cls(np.full(indptr.size - 1, -1, np.int64), indptr - indptr[0], indices)
+
+    @classmethod
+    def from_sets(cls, sets: dict[int, NDArray[np.int64]]) -> _Members:
+        ids = np.array(sorted(sets), np.int64)
+        parts = [sets[i] for i in ids.tolist()]
+        indptr = np.r_[0, np.cumsum([p.size for p in parts])].astype(np.int64)
+        indices = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return cls(ids, indptr, indices)
+
+    def sorted_by_id(self) -> _Members:
+        order = np.argsort(self.ids, kind="stable")
+        pos, _ = row_entries(self.indptr, order)
+        indptr = np.r_[0, np.cumsum(self.size[order])].astype(np.int64)
+        return _Members(self.ids[order], indptr, self.indices[pos])
+
+    def row_of(self, ids: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Rows of known ids (``self.ids`` sorted)."""
+        return np.searchsorted(self.ids, ids)
+
+    def same_sets(self, other: _Members) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """(rows of self, rows of other) holding equal point sets."""
+        a = np.c_[self.hashes, self.size.astype(np.uint64)]
+        b = np.c_[other.hashes, other.size.astype(np.uint64)]
+        both = np.r_[a, b]
+        order = np.lexsort(both.T[::-1])
+        both = both[order]
+        equal = (both[1:] == both[:-1]).all(axis=1)
+        lo, hi = order[:-1][equal], order[1:][equal]
+        mine = np.minimum(lo, hi)
+        theirs = np.maximum(lo, hi) - a.shape[0]
+        cross = (mine < a.shape[0]) & (theirs >= 0)
+        return mine[cross], theirs[cross]
+
+
+def _splitmix64(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """A fixed 64-bit mixing of integers (Steele et al.'s SplitMix64 finaliser)."""
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _set_hashes(indices: NDArray[np.int64], indptr: NDArray[np.int64]) -> NDArray[np.uint64]:
+    """(c, 2) order-free hashes of each row's point set: sums of mixed point ids.
+
+    Two different sets collide with probability about 2^-128 per pair; the sizes are
+    compared as well.
+    """
+    out = np.zeros((indptr.size - 1, 2), np.uint64)
+    if indices.size == 0:
+        return out
+    p = indices.astype(np.uint64) * np.uint64(2)
+    nonempty = np.flatnonzero(np.diff(indptr) > 0)
+    starts = indptr[nonempty]
+    with np.errstate(over="ignore"):
+        for j in range(2):
+            out[nonempty, j] = np.add.reduceat(_splitmix64(p + np.uint64(j)), starts)
+    return out
+
+
+def _overlaps(a: _Members, a_rows: NDArray, b: _Members, b_rows: NDArray) -> NDArray[np.int64]:
+    """|a[a_rows[i]] & b[b_rows[i]]| per pair i, shape (pairs,).
+
+    The smaller set of each pair is looked up in the larger (all pairs at once: pair
+    i's points are shifted by i * span so one sorted array holds every larger set).
+    """
+    small_a = a.size[a_rows] <= b.size[b_rows]
+    span = np.int64(max(a.indices.max(initial=0), b.indices.max(initial=0)) + 1)
+    pairs = np.arange(a_rows.size, dtype=np.int64)
+
+    def side(m: _Members, rows: NDArray, which: NDArray) -> tuple[NDArray, NDArray]:
+        pos, slot = row_entries(m.indptr, rows[which])
+        return pairs[which][slot] * span + m.indices[pos], pairs[which][slot]
+
+    sa, sa_pair = side(a, a_rows, small_a)
+    sb, sb_pair = side(b, b_rows, ~small_a)
+    la, _ = side(a, a_rows, ~small_a)
+    lb, _ = side(b, b_rows, small_a)
+    large = np.sort(np.r_[la, lb])  # sets are disjoint in the shifted space
+    small, small_pair = np.r_[sa, sb], np.r_[sa_pair, sb_pair]
+    if large.size == 0:
+        return np.zeros(a_rows.size, np.int64)
+    pos = np.minimum(np.searchsorted(large, small), large.size - 1)
+    hit = large[pos] == small
+    return np.bincount(small_pair[hit], minlength=a_rows.size).astype(np.int64)
+
+
+def _lookup(keys: NDArray[np.int64], values: NDArray[np.int64], at: NDArray[np.int64]) -> NDArray:
+    """values[i] where keys[i] == at (keys sorted), else -1; shape of ``at``."""
+    if keys.size == 0:
+        return np.full(at.shape, -1, np.int64)
+    pos = np.minimum(np.searchsorted(keys, at), keys.size - 1)
+    return np.where(keys[pos] == at, values[pos], -1)
 
 
 class _Round:

@@ -19,6 +19,8 @@ from numpy.typing import NDArray
 from scipy import sparse
 from scipy.sparse import csgraph
 
+from er.cluster._graph import row_entries
+
 __all__ = ["Agglomerator", "best_neighbors"]
 
 LINKAGES = ("average", "single", "centroid")
@@ -85,6 +87,10 @@ class Agglomerator:
         self._point_cluster = np.arange(n, dtype=np.int64)
         self.last_decisions = (np.zeros(0, np.int64), np.zeros(0))
         self.sums = None if self.vectors is None else np.asarray(self.vectors, np.float64)
+        self._norms = None if self.sums is None else np.linalg.norm(self.sums, axis=1)
+        # best neighbour per cluster, kept between rounds; rows to redo after a merge
+        self._nearest: tuple[NDArray[np.int64], NDArray[np.float64]] | None = None
+        self._merged: NDArray[np.int64] | None = None
         self.parent = [-1] * n
         self.score = [np.nan] * n
         self.level_lo = [0] * n
@@ -93,34 +99,89 @@ class Agglomerator:
     def n_clusters(self) -> int:
         return int(self.node.shape[0])
 
-    def link_values(self) -> NDArray[np.float64]:
-        """Linkage of every stored edge, aligned with ``W.data``."""
+    def link_values(self, rows: NDArray[np.int64] | None = None) -> NDArray[np.float64]:
+        """Linkage of the stored edges of ``rows`` (default: all), in CSR order.
+
+        Parameters
+        ----------
+        rows : ndarray of int64, shape (r,), sorted, optional
+
+        Returns
+        -------
+        ndarray of float64, shape (e,)
+            Aligned with ``W.data`` (all rows), or with the rows' slices of it in order.
+        """
         W = self.W
-        rows = np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))
+        if rows is None:
+            pos = np.arange(W.data.shape[0])
+            src = np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))
+        else:
+            pos, src = _row_slices(W.indptr, rows)
+        cols = W.indices[pos]
         if self.linkage == "average":
             # Sparse average linkage: edge sums over |A||B|, absent pairs count 0 (§4.1.1).
-            return W.data / (self.size[rows] * self.size[W.indices])
+            return W.data[pos] / (self.size[src] * self.size[cols])
         if self.linkage == "single":
-            return W.data
+            return W.data[pos]
         S = self.sums
-        norms = np.linalg.norm(S, axis=1)
-        cols = W.indices
-        dots = np.empty(rows.shape[0])
+        norms = self._norms
+        dots = np.empty(src.shape[0])
         # Edges in chunks of about 4M floats: gathering every edge's two rows at once
         # held E x d x 2 floats (4 GB for 25k edges of 10,000-d sparse input densified).
         step = max(1, (1 << 22) // max(S.shape[1], 1))
-        for s in range(0, rows.shape[0], step):
-            r, c = rows[s : s + step], cols[s : s + step]
+        for s in range(0, src.shape[0], step):
+            r, c = src[s : s + step], cols[s : s + step]
             dots[s : s + step] = np.einsum("ij,ij->i", S[r], S[c])
-        return dots / np.maximum(norms[rows] * norms[cols], 1e-300)
+        return dots / np.maximum(norms[src] * norms[cols], 1e-300)
 
     def nearest(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """Best neighbour (index into current clusters) and its linkage, per cluster.
 
         Ties break by the neighbour's node id, ascending (DESIGN, Determinism):
         current clusters are kept sorted by node id, so the lowest column wins.
+        A round that merges nothing leaves every answer as it was, and a merge changes
+        only the rows of the merged clusters and of their neighbours (a linkage
+        depends on its two clusters alone), so answers are kept between rounds and
+        only those rows are recomputed (:meth:`_contract`).
         """
-        return best_neighbors(self.W, self.link_values())
+        if self._nearest is None:
+            self._nearest = best_neighbors(self.W, self.link_values())
+        elif self._merged is not None:
+            self._update_nearest(self._merged)
+        self._merged = None
+        nn, best = self._nearest
+        return nn.copy(), best.copy()
+
+    def _update_nearest(self, merged: NDArray[np.int64]) -> None:
+        """Bring the kept best neighbours up to date after one contraction.
+
+        Rows of merged clusters, and rows whose best neighbour merged (its linkage
+        may have fallen), are recomputed in full. Every other row only gains the
+        edges to merged clusters, whose values the merged rows have just given
+        (linkages are symmetric): it takes the best of those and its old answer,
+        ties to the lower column.
+        """
+        nn, best = self._nearest
+        m = self.n_clusters
+        is_merged = np.zeros(m, bool)
+        is_merged[merged] = True
+        full = np.flatnonzero(is_merged | ((nn >= 0) & is_merged[np.maximum(nn, 0)]))
+        pos, src = _row_slices(self.W.indptr, full)
+        values = self.link_values(full)
+        cols = self.W.indices[pos]
+        sub_nn, sub_best = best_neighbors(_row_block(self.W, full), values)
+        nn[full], best[full] = sub_nn, sub_best
+        # reverse edges x -> merged cluster, for rows x not recomputed
+        back = is_merged[src] & ~np.isin(cols, full, assume_unique=False)
+        x, to, v = cols[back], src[back], values[back]
+        if x.size == 0:
+            return
+        order = np.lexsort((to, -v, x))
+        x, to, v = x[order], to[order], v[order]
+        first = np.r_[True, x[1:] != x[:-1]]
+        x, to, v = x[first], to[first], v[first]
+        better = (v > best[x]) | ((v == best[x]) & ((to < nn[x]) | (nn[x] < 0)))
+        nn[x[better]], best[x[better]] = to[better], v[better]
 
     def merge(
         self,
@@ -151,6 +212,8 @@ class Agglomerator:
         kept = keep(nn, best) & (nn >= 0)
         m = self.n_clusters
         src = np.flatnonzero(kept)
+        if src.size == 0:
+            return 0
         E = sparse.csr_array((np.ones(src.size), (src, nn[src])), shape=(m, m))
         n_comp, label = csgraph.connected_components(E, directed=True, connection="weak")
         comp_size = np.bincount(label, minlength=n_comp)
@@ -197,13 +260,46 @@ class Agglomerator:
             W2.sum_duplicates()
         self.W = W2
         self.size = np.bincount(lab, weights=self.size, minlength=n_comp).astype(np.int64)
+        merged = np.flatnonzero(np.bincount(lab, minlength=n_comp) > 1)
         if self.sums is not None:
-            # One sparse product sums each component's rows (np.add.at was the slowest
-            # step of a centroid round on wide inputs).
-            m = lab.shape[0]
-            member = sparse.csr_array((np.ones(m), (lab, np.arange(m))), shape=(n_comp, m))
-            self.sums = np.asarray(member @ self.sums)
+            self._sum_members(lab, n_comp, merged)
         self.node = new_node[order]
+        self._carry_nearest(lab, merged)
+
+    def _sum_members(self, lab: NDArray[np.int64], n_comp: int, merged: NDArray[np.int64]) -> None:
+        """Vector sums (and norms) of the new clusters; only merged ones are added up.
+
+        ``lab`` maps old cluster -> new cluster, shape (m,); ``merged`` lists the new
+        clusters of two or more old ones.
+        """
+        first = np.full(n_comp, lab.shape[0], np.int64)
+        np.minimum.at(first, lab, np.arange(lab.shape[0]))
+        sums, norms = self.sums[first], self._norms[first]
+        rest = np.flatnonzero(first[lab] != np.arange(lab.shape[0]))
+        if rest.size:
+            rest = rest[np.argsort(lab[rest], kind="stable")]
+            to = lab[rest]
+            starts = np.flatnonzero(np.r_[True, to[1:] != to[:-1]])
+            sums[to[starts]] += np.add.reduceat(self.sums[rest], starts, axis=0)
+            norms[merged] = np.linalg.norm(sums[merged], axis=1)
+        self.sums, self._norms = sums, norms
+
+    def _carry_nearest(self, lab: NDArray[np.int64], merged: NDArray[np.int64]) -> None:
+        """Carry best neighbours over a contraction; :meth:`nearest` redoes the rest.
+
+        A row keeps its answer unless it or one of its neighbours merged: its
+        linkages are unchanged, and the relabelling keeps the node-id order of the
+        unmerged clusters, so the tie rule picks the same one.
+        """
+        if self._nearest is None or self._merged is not None:
+            self._nearest = None  # two contractions without a look: start afresh
+            return
+        nn, best = self._nearest
+        old_row = np.empty(self.n_clusters, np.int64)
+        old_row[lab] = np.arange(lab.shape[0])  # one old row per new cluster
+        nn = np.where(nn[old_row] >= 0, lab[np.maximum(nn[old_row], 0)], -1)
+        self._nearest = (nn, best[old_row].copy())
+        self._merged = merged
 
     def finish(self, algorithm: str, params: dict[str, object], n_points: int):
         """The hierarchy built so far, joined under one root if several remain."""
@@ -246,3 +342,19 @@ def _max_aggregate(r: NDArray, c: NDArray, v: NDArray, n: int) -> sparse.csr_arr
     first = np.r_[True, key[1:] != key[:-1]]
     k = key[first]
     return sparse.csr_array((v[first], (k // n, k % n)), shape=(n, n))
+
+
+def _row_slices(indptr: NDArray, rows: NDArray[np.int64]) -> tuple[NDArray, NDArray]:
+    """Positions in a CSR's data of the entries of ``rows``, and each one's row."""
+    pos, slot = row_entries(indptr, rows)
+    return pos, rows[slot]
+
+
+def _row_block(W: sparse.csr_array, rows: NDArray[np.int64]) -> sparse.csr_array:
+    """The rows of W as a CSR of shape (len(rows), n), columns unchanged."""
+    pos, _src = _row_slices(W.indptr, rows)
+    counts = W.indptr[rows + 1] - W.indptr[rows]
+    indptr = np.r_[0, np.cumsum(counts)]
+    return sparse.csr_array(
+        (W.data[pos], W.indices[pos], indptr), shape=(rows.shape[0], W.shape[1])
+    )

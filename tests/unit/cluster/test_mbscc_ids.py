@@ -5,6 +5,8 @@ Oracle: the hierarchies themselves, read as point sets batch after batch.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -68,3 +70,95 @@ def test_a_cluster_that_gains_a_point_keeps_its_id() -> None:
     assert now[pair] == frozenset({0, 1, 6})  # same id, one more point
     assert pair not in m.delta_.retired.tolist()
     assert [tuple(e) for e in m.delta_.edges_retired.tolist()] == []  # nothing re-parented
+
+
+def _expected_ids(
+    h: Any,
+    point_ids: list[int],
+    before: dict[int, frozenset[int]],
+    old_parent: dict[int, int],
+    next_id: int,
+) -> list[int]:
+    """The id rule, read plainly with Python sets, one cluster at a time (the oracle).
+
+    Children before parents (by first level, then node); a cluster with an old point
+    set takes its id; otherwise the old parent of one of its children that shares the
+    most points with it (more than half of that old cluster's, ties to the lower id,
+    each old id once); otherwise the next new id.
+    """
+    M = h.leaf_membership()
+    sets = [frozenset(M.indices[M.indptr[v] : M.indptr[v + 1]].tolist()) for v in range(h.n_nodes)]
+    ids = point_ids + [-1] * (h.n_nodes - h.n_points)
+    by_set = {s: i for i, s in before.items()}
+    used = set()
+    for v in range(h.n_points, h.n_nodes):
+        if sets[v] in by_set:
+            ids[v] = by_set[sets[v]]
+            used.add(ids[v])
+    kids: dict[int, list[int]] = {}
+    for c, p in np.asarray(h.edges).tolist():
+        kids.setdefault(p, []).append(c)
+    todo = [v for v in range(h.n_points, h.n_nodes) if ids[v] < 0]
+    for v in sorted(todo, key=lambda v: (int(h.level_lo[v]), v)):
+        cands = {old_parent[ids[c]] for c in kids.get(v, []) if ids[c] in old_parent} - used
+        best, best_overlap = None, 0
+        for q in sorted(cands):
+            overlap = len(before[q] & sets[v])
+            if 2 * overlap > len(before[q]) and overlap > best_overlap:
+                best, best_overlap = q, overlap
+        if best is None:
+            best, next_id = next_id, next_id + 1
+        ids[v] = best
+        used.add(best)
+    return ids
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_blobs=st.integers(1, 6),
+    batches=st.lists(st.integers(1, 15), min_size=2, max_size=8),
+    noise=st.floats(0.05, 1.2),
+    n_levels=st.integers(2, 40),
+)
+def test_ids_follow_the_rule_read_with_python_sets(
+    seed: int, n_blobs: int, batches: list[int], noise: float, n_levels: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_blobs, 5))
+    m = MBSCC(k=4, n_levels=n_levels)
+    before: dict[int, frozenset[int]] = {}
+    old_parent: dict[int, int] = {}
+    top = -1
+    for size in batches:
+        X = centres[rng.integers(0, n_blobs, size)] + noise * rng.normal(size=(size, 5))
+        m.partial_fit(X.astype(np.float32))
+        h, got = m.hierarchy_, m.node_ids_.tolist()
+        points = got[: h.n_points]
+        top = max(top, *points)
+        want = _expected_ids(h, points, before, old_parent, top + 1)
+        assert got == want
+        top = max(top, *got)
+        before = _sets(m)
+        old_parent = {got[c]: got[p] for c, p in np.asarray(h.edges).tolist()}
+
+
+def test_a_checkpoint_from_before_member_lists_continues_the_same_ids() -> None:
+    import copy
+
+    rng = np.random.default_rng(3)
+    X = (rng.normal(size=(4, 5))[rng.integers(0, 4, 60)] + 0.3 * rng.normal(size=(60, 5))).astype(
+        np.float32
+    )
+    m = MBSCC(k=4).partial_fit(X[:30])
+    old = copy.deepcopy(m)  # the state as the former release pickled it
+    prev = old.__dict__.pop("_prev")
+    old._ids = {
+        prev.indices[prev.indptr[r] : prev.indptr[r + 1]].tobytes(): int(i)
+        for r, i in enumerate(prev.ids.tolist())
+    }
+    old._key_format = "int64-live"
+    m.partial_fit(X[30:])
+    old.partial_fit(X[30:])
+    assert np.array_equal(m.node_ids_, old.node_ids_)
+    assert np.array_equal(m.delta_.retired, old.delta_.retired)

@@ -112,3 +112,33 @@ def test_bad_neighbors_are_config_errors() -> None:
     assert m._knn.X.shape[0] == 5 and m._point_ids.size == 5  # refused batches left no trace
     m.partial_fit(X[5:], neighbors=(good_idx, np.zeros((5, 2), np.float32)))
     assert m.hierarchy_.n_points == 10
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    dim=st.sampled_from([3, 16, 64]),
+    dups=st.integers(0, 300),
+    sizes=st.lists(st.integers(1, 2500), min_size=2, max_size=4),
+)
+def test_screened_search_on_wide_blocks_keeps_exact_lists(
+    seed: int, dim: int, dups: int, sizes: list[int]
+) -> None:
+    # past 4 k blocks of 64 columns the search screens with float32 products and
+    # recomputes only the candidates: the lists must still be the brute-force ones,
+    # for new points and for the old points whose lists they enter
+    rng = np.random.default_rng(seed)
+    n = 2600 + sum(sizes)
+    X = rng.normal(size=(n, dim)).astype(np.float32)
+    X[rng.integers(0, n, dups)] = X[rng.integers(0, n, dups)]  # ties
+    m = MBSCC(k=10, n_levels=3)
+    m.partial_fit(X[:2600])
+    at = 2600
+    for size in sizes:
+        m.partial_fit(X[at : at + size])
+        at += size
+    idx, sim = complete_lists(X, 0, 10)
+    got_idx, got_sim = by_id(m._knn)
+    order = np.argsort(idx, axis=1, kind="stable")
+    assert np.array_equal(got_idx, np.take_along_axis(idx, order, 1))
+    assert np.array_equal(got_sim, np.take_along_axis(sim, order, 1))
