@@ -43,6 +43,9 @@ ALGOS = [
     "scc-auto",
     "scc-annoy",
     "mbscc",
+    "mbscc-centroid",
+    "scc-mbscc",
+    "scc-mbscc-centroid",
     "grinch",
     "rotate",
     "greedy",
@@ -50,7 +53,8 @@ ALGOS = [
     "affinity",
     "recipnn",
 ]
-QUALITY_ALGOS = [a for a in ALGOS if a not in ("scc-old", "scc-auto")]
+MBSCC_TARGET = ["mbscc", "scc-mbscc", "mbscc-centroid", "scc-mbscc-centroid", "scc-auto"]
+QUALITY_ALGOS = [a for a in ALGOS if a not in ("scc-old", *MBSCC_TARGET) or a == "mbscc"]
 SPEED_ALGOS = ["hac", "scc", "scc-auto", "mbscc", "llama"]
 # 100k: the algorithms that finish in minutes (HAC would need ~75 GB; GRINCH, ROTATE,
 # GREEDY search every leaf per insertion, Affinity / RecipNN add nothing to SCC's row).
@@ -58,6 +62,8 @@ BIG_ALGOS = ["scc-auto", "mbscc", "llama"]
 # SCC's parameters before issue #13 changed its defaults (sparse average linkage, 30
 # geometric levels from the graph's largest linkage); MBSCC keeps these as its defaults.
 SCC_OLD = {"linkage": "average", "schedule": "geometric", "n_levels": 30}
+# MBSCC with SCC's linkage and levels (thresholds fixed at 1.0 -> 0.0, as MBSCC's are)
+MBSCC_CENTROID = {"linkage": "centroid", "schedule": "linear", "n_levels": 100}
 # The settings tried before choosing SCC's defaults (`defaults --candidates`).
 SCC_CANDIDATES = {
     f"{link[:3]}{levels}{sched[:3]}": {"linkage": link, "n_levels": levels, "schedule": sched}
@@ -136,11 +142,19 @@ def run_algo(algo: str, X: Any, batch: int) -> Any:
             est.partial_fit(X[s : s + batch])
         return est.hierarchy_
     Xd = X.toarray() if hasattr(X, "toarray") else X
-    if algo == "mbscc":
-        est = cluster.MBSCC(k=10)
+    if algo in ("mbscc", "mbscc-centroid"):
+        est = cluster.MBSCC(k=10, **(MBSCC_CENTROID if algo == "mbscc-centroid" else {}))
         for s in range(0, Xd.shape[0], batch):
             est.partial_fit(Xd[s : s + batch])
         return est.hierarchy_
+    if algo in ("scc-mbscc", "scc-mbscc-centroid"):
+        # batch SCC with MBSCC's parameters and fixed thresholds: MBSCC's own target
+        from er.ann import index_knn_graph
+
+        same = MBSCC_CENTROID if algo == "scc-mbscc-centroid" else SCC_OLD
+        graph = index_knn_graph(Xd, 10, backend="auto")
+        est = cluster.SCC(k=10, tau_max=1.0, tau_min=0.0, **same)
+        return est.fit(Xd, graph=graph).hierarchy_
     if algo == "llama":
         return cluster.Llama(k=10, p=5, n_rounds=50).fit(Xd).hierarchy_
     cls = {"scc": cluster.SCC, "affinity": cluster.Affinity, "recipnn": cluster.RecipNN}[algo]

@@ -188,15 +188,27 @@ class _KnnLists:
         cols = np.flatnonzero(S_old.max(axis=0) >= kth - slack)
         if cols.size == 0:
             return
-        sub = similarities(Q, self.X[cols])
-        new, at = np.nonzero(sub >= kth[cols])
-        self._merge_pairs(cols[at], first_new + new, sub[new, at])
+        new, at = np.nonzero(S_old[:, cols] >= kth[cols] - slack)
+        old = cols[at]
+        exact = _pair_similarities(Q[new], self.X[old])
+        beats = exact >= kth[old]
+        self._merge_pairs(old[beats], first_new + new[beats], exact[beats])
 
     def graph(self) -> Any:
         n = self.X.shape[0]
         ok = self.idx >= 0
         rows = np.repeat(np.arange(n), self.k).reshape(n, self.k)[ok]
         return as_graph((rows, self.idx[ok], self.sim[ok]), n, distinct=True)
+
+
+def _pair_similarities(A: NDArray[np.float32], B: NDArray[np.float32]) -> NDArray[np.float32]:
+    """Row-wise :func:`similarities`: cos(A[i], B[i]) in float64, rounded; shape (e,)."""
+    out = np.empty(A.shape[0], np.float32)
+    step = max(1, (1 << 21) // max(A.shape[1], 1))
+    for s in range(0, A.shape[0], step):
+        a, b = A[s : s + step].astype(np.float64), B[s : s + step].astype(np.float64)
+        out[s : s + step] = np.einsum("ij,ij->i", a, b)
+    return out
 
 
 def _narrow(
@@ -246,16 +258,9 @@ def _exact_at(
     -------
     ndarray of float32, shape (b, w)
     """
-    n = X.shape[0]
     out = np.full(cols.shape, -np.inf, np.float32)
-    Q64 = Q.astype(np.float64)
-    step = max(1, (1 << 21) // max(cols.shape[1] * X.shape[1], 1))
-    for s in range(0, cols.shape[0], step):
-        c = cols[s : s + step]
-        ok = c < n
-        rows = np.nonzero(ok)[0]
-        dots = np.einsum("ij,ij->i", Q64[s + rows], X[c[ok]].astype(np.float64))
-        out[s : s + step][ok] = dots.astype(np.float32)
+    row, at = np.nonzero(cols < X.shape[0])
+    out[row, at] = _pair_similarities(Q[row], X[cols[row, at]])
     return out
 
 
@@ -468,7 +473,7 @@ class MBSCC:
         prev = self._prev
         old_child, old_parent = self._state.edges[:, 0], self._state.edges[:, 1]
         edges = np.asarray(h.edges, np.int64).reshape(-1, 2)
-        edges = edges[np.isin(edges[:, 1], todo)]
+        edges = edges[ids[edges[:, 1]] < 0]
         level = h.level_lo
         todo = todo[np.argsort(level[todo], kind="stable")]
         edges = edges[np.argsort(level[edges[:, 1]], kind="stable")]
@@ -476,16 +481,20 @@ class MBSCC:
         cut_v = np.searchsorted(level[todo], levels, side="right")
         cut_e = np.searchsorted(level[edges[:, 1]], levels, side="right")
         span = np.int64(max(prev.ids.max(initial=0), 0) + 1)
+        taken = np.zeros(int(span), bool)  # old ids already continued
+        taken[np.fromiter(used, np.int64, len(used))] = True
+        size = np.diff(now.indptr)
         for i in range(levels.size):
             vs = todo[(cut_v[i - 1] if i else 0) : cut_v[i]]
             at = edges[(cut_e[i - 1] if i else 0) : cut_e[i]]
             q = _lookup(old_child, old_parent, ids[at[:, 0]])
             ok = q >= 0
-            if used and ok.any():
-                ok[ok] = ~np.isin(q[ok], np.fromiter(used, np.int64, len(used)))
+            ok[ok] = ~taken[q[ok]]
+            # more than half of q inside v needs |q| < 2 |v|
+            ok[ok] &= prev.size[prev.row_of(q[ok])] < 2 * size[at[ok, 1] - n]
             code = np.unique(at[ok, 1] * span + q[ok])
             if code.size:
-                self._continue_level(ids, code // span, code % span, now, n, used)
+                self._continue_level(ids, code // span, code % span, now, n, taken)
             fresh = vs[ids[vs] < 0]
             ids[fresh] = self._take_ids(fresh.size)
 
@@ -496,7 +505,7 @@ class MBSCC:
         q: NDArray[np.int64],
         now: _Members,
         n: int,
-        used: set[int],
+        taken: NDArray[np.bool_],
     ) -> None:
         """Give clusters ``v`` (one level) the candidate old id ``q`` they overlap most.
 
@@ -514,7 +523,7 @@ class MBSCC:
         v, q = v[order], q[order]
         first = np.r_[True, v[1:] != v[:-1]]
         ids[v[first]] = q[first]
-        used.update(q[first].tolist())
+        taken[q[first]] = True
 
 
 class _Members:
@@ -619,7 +628,8 @@ def _overlaps(a: _Members, a_rows: NDArray, b: _Members, b_rows: NDArray) -> NDA
     sb, sb_pair = side(b, b_rows, ~small_a)
     la, _ = side(a, a_rows, ~small_a)
     lb, _ = side(b, b_rows, small_a)
-    large = np.sort(np.r_[la, lb])  # sets are disjoint in the shifted space
+    # each part is sorted (pairs in order, points sorted): the stable sort merges two runs
+    large = np.sort(np.r_[la, lb], kind="stable")
     small, small_pair = np.r_[sa, sb], np.r_[sa_pair, sb_pair]
     if large.size == 0:
         return np.zeros(a_rows.size, np.int64)
@@ -644,13 +654,22 @@ class _Round:
     """
 
     def __init__(self, key: NDArray, target: NDArray, best: NDArray, out: NDArray) -> None:
-        order = np.argsort(key)
-        self.key, self.target, self.best = key[order], target[order], best[order]
+        self.key, self.target, self.best = key, target, best  # per input cluster
         self.out = out  # (n,) smallest point of each point's output cluster
 
     def lookup(self, keys: NDArray[np.int64]) -> tuple[NDArray[np.bool_], NDArray, NDArray]:
-        pos = np.minimum(np.searchsorted(self.key, keys), max(self.key.size - 1, 0))
-        found = (self.key.size > 0) & (self.key[pos] == keys)
+        """(found, target, best) of the clusters named by ``keys``; shape of ``keys``.
+
+        A point-indexed map instead of a sorted search: O(n) plain array work per
+        round, where sorting every round's keys cost more than the round at 100k.
+        """
+        row = np.full(self.out.size + 1, -1, np.int64)
+        row[self.key] = np.arange(self.key.size)
+        pos = row[np.minimum(keys, self.out.size)]
+        found = pos >= 0
+        pos = np.maximum(pos, 0)
+        if self.key.size == 0:
+            return found, np.full(keys.shape, -1, np.int64), np.full(keys.shape, -np.inf)
         return found, self.target[pos], self.best[pos]
 
 
@@ -705,10 +724,10 @@ def _next_marks(marked: NDArray, out_pc: NDArray, old: _Round | None, n: int, m:
     parents[out_pc[marked]] = True
     if old is not None:
         n_prev = old.out.size
-        prev_parent = np.unique(old.out[marked[:n_prev]])
-        siblings = np.isin(old.out, prev_parent)
-        parents[out_pc[:n_prev][siblings]] = True
-        found, target, _ = old.lookup(prev_parent)
+        was_parent = np.zeros(n_prev, bool)  # keys of the previous parents of marked points
+        was_parent[old.out[marked[:n_prev]]] = True
+        parents[out_pc[:n_prev][was_parent[old.out]]] = True  # their members (siblings)
+        found, target, _ = old.lookup(np.flatnonzero(was_parent))
         best_nbr = target[found & (target >= 0)]
         parents[out_pc[best_nbr[best_nbr < n]]] = True
     return parents[out_pc]

@@ -250,17 +250,9 @@ class Agglomerator:
         rank[order] = np.arange(n_comp)
         lab = rank[label]
         self._point_cluster = lab[self._point_cluster]
-        W = self.W.tocoo()
-        r, c = lab[W.row], lab[W.col]
-        off = r != c
-        if self.linkage == "single":
-            W2 = _max_aggregate(r[off], c[off], W.data[off], n_comp)
-        else:
-            W2 = sparse.csr_array((W.data[off], (r[off], c[off])), shape=(n_comp, n_comp))
-            W2.sum_duplicates()
-        self.W = W2
-        self.size = np.bincount(lab, weights=self.size, minlength=n_comp).astype(np.int64)
         merged = np.flatnonzero(np.bincount(lab, minlength=n_comp) > 1)
+        self.W = _contract_graph(self.W, lab, n_comp, merged, self.linkage == "single")
+        self.size = np.bincount(lab, weights=self.size, minlength=n_comp).astype(np.int64)
         if self.sums is not None:
             self._sum_members(lab, n_comp, merged)
         self.node = new_node[order]
@@ -332,16 +324,72 @@ class Agglomerator:
         )
 
 
-def _max_aggregate(r: NDArray, c: NDArray, v: NDArray, n: int) -> sparse.csr_array:
-    """CSR of the max value per (r, c) pair (single linkage contraction)."""
-    if r.size == 0:
-        return sparse.csr_array((n, n))
-    key = r.astype(np.int64) * n + c
-    order = np.lexsort((-v, key))
-    key, v = key[order], v[order]
-    first = np.r_[True, key[1:] != key[:-1]]
-    k = key[first]
-    return sparse.csr_array((v[first], (k // n, k % n)), shape=(n, n))
+def _contract_graph(
+    W: sparse.csr_array,
+    lab: NDArray[np.int64],
+    n_comp: int,
+    merged: NDArray[np.int64],
+    use_max: bool,
+) -> sparse.csr_array:
+    """W with its rows and columns relabelled by ``lab``; merged entries combined.
+
+    Only rows of merged clusters and rows with an edge into one can gain self-loops or
+    repeated columns; every other row is the old one with its columns relabelled. So
+    those rows alone are sorted and combined (summed; the maximum for single linkage),
+    and the rest are copied: at 100k points most rows of a round are untouched.
+
+    Parameters
+    ----------
+    W : csr_array, shape (m, m)
+    lab : ndarray of int64, shape (m,)
+        New index of each old cluster.
+    merged : ndarray of int64
+        New clusters made of two or more old ones.
+
+    Returns
+    -------
+    csr_array, shape (n_comp, n_comp), rows not necessarily column-sorted
+    """
+    m = lab.shape[0]
+    touched = np.zeros(m, bool)
+    touched[np.isin(lab, merged)] = True
+    pos, _ = row_entries(W.indptr, np.flatnonzero(touched))
+    touched[W.indices[pos]] = True
+    order = np.argsort(lab, kind="stable")  # new row order (one old row per clean new row)
+    pos, slot = row_entries(W.indptr, order)
+    r, c, v = lab[order][slot], lab[W.indices[pos]], W.data[pos]
+    dirty = touched[order][slot]
+    keep = ~dirty
+    rc, cc, vc = r[keep], c[keep], v[keep]
+    rd, cd, vd = r[dirty], c[dirty], v[dirty]
+    off = rd != cd
+    rd, cd, vd = rd[off], cd[off], vd[off]
+    if rd.size:
+        key = rd * n_comp + cd
+        srt = np.lexsort((-vd, key)) if use_max else np.argsort(key, kind="stable")
+        key, vd = key[srt], vd[srt]
+        first = np.r_[True, key[1:] != key[:-1]]
+        vd = vd[first] if use_max else np.add.reduceat(vd, np.flatnonzero(first))
+        key = key[first]
+        rd, cd = key // n_comp, key % n_comp
+    # rows are wholly clean or wholly dirty, and each part is grouped by row in order
+    counts = np.bincount(rc, minlength=n_comp) + np.bincount(rd, minlength=n_comp)
+    indptr = np.r_[0, np.cumsum(counts)]
+    indices = np.empty(indptr[-1], np.int64)
+    data = np.empty(indptr[-1], W.data.dtype)
+    for rows, cols, vals in ((rc, cc, vc), (rd, cd, vd)):
+        at = indptr[rows] + _rank_in_run(rows)
+        indices[at], data[at] = cols, vals
+    return sparse.csr_array((data, indices, indptr), shape=(n_comp, n_comp))
+
+
+def _rank_in_run(rows: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Position of each entry within its run of equal, consecutive values; shape (e,)."""
+    if rows.size == 0:
+        return rows
+    start = np.r_[True, rows[1:] != rows[:-1]]
+    first = np.maximum.accumulate(np.where(start, np.arange(rows.size), 0))
+    return np.arange(rows.size) - first
 
 
 def _row_slices(indptr: NDArray, rows: NDArray[np.int64]) -> tuple[NDArray, NDArray]:
