@@ -13,7 +13,16 @@ from scipy import sparse
 
 from er.exceptions import ConfigError
 
-__all__ = ["as_graph", "candidate_columns", "knn_graph", "normalize_rows", "top_k"]
+__all__ = [
+    "as_graph",
+    "candidate_columns",
+    "knn_graph",
+    "normalize_rows",
+    "pair_similarities",
+    "screen_slack",
+    "screened_top_k",
+    "top_k",
+]
 
 
 def top_k(S: NDArray[np.floating], k: int, block: int = 64) -> NDArray[np.int64]:
@@ -98,6 +107,128 @@ def row_entries(indptr: NDArray, rows: NDArray[np.int64]) -> tuple[NDArray, NDAr
     return np.repeat(indptr[rows], counts) + offset, slot
 
 
+def screen_slack(d: int) -> float:
+    """Bound on |float32 product - :func:`similarities`| for unit rows in d dimensions.
+
+    d units of float32 rounding for the sum (u = 2^-24 each), two more for the
+    inputs and the final rounding, doubled for rows a little off unit length.
+    """
+    return 2.0 * (d + 2) * 2.0**-24
+
+
+def screened_top_k(
+    S: NDArray[np.float32],
+    Q: NDArray[np.float32],
+    X: NDArray[np.float32],
+    k: int,
+    exclude: NDArray[np.int64] | None = None,
+) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+    """Exact top k of each row of Q among the rows of X, from a float32 screen.
+
+    ``S = Q @ X.T`` in float32 picks the candidates (:func:`candidate_columns`, then
+    those within twice :func:`screen_slack` of the screened k-th); their values are
+    recomputed as :func:`similarities` computes them, so the answer, ties to the lower
+    column included, is the one a full float64 product gives, for a fraction of it.
+
+    Parameters
+    ----------
+    S : ndarray of float32, shape (b, n)
+    Q : ndarray of float32, shape (b, d)
+    X : ndarray of float32, shape (n, d)
+    k : int, 0 <= k <= n (less any excluded)
+    exclude : ndarray of int64, shape (b,), optional
+        One column per row to leave out (the row's own point).
+
+    Returns
+    -------
+    idx : ndarray of int64, shape (b, k), in no particular order within a row
+    sim : ndarray of float32, shape (b, k)
+    """
+    b = Q.shape[0]
+    if exclude is not None:
+        S[np.arange(b), exclude] = -np.inf
+    if k < 1:
+        return np.zeros((b, 0), np.int64), np.zeros((b, 0), np.float32)
+    slack = screen_slack(Q.shape[1])
+    cols = candidate_columns(S, k, slack)
+    if cols is None:
+        full = similarities(Q, X)
+        if exclude is not None:
+            full[np.arange(b), exclude] = -np.inf
+        top = top_k(full, k)
+        return top, np.take_along_axis(full, top, axis=1)
+    screen = np.take_along_axis(S, np.minimum(cols, S.shape[1] - 1), axis=1)
+    cols = _narrow(screen, cols, k, slack, S.shape[1])
+    vals = _exact_at(Q, X, cols)
+    if exclude is not None:
+        vals[cols == exclude[:, None]] = -np.inf
+    pick = top_k(vals, k)
+    return np.take_along_axis(cols, pick, axis=1), np.take_along_axis(vals, pick, axis=1)
+
+
+def pair_similarities(A: NDArray[np.float32], B: NDArray[np.float32]) -> NDArray[np.float32]:
+    """Row-wise :func:`similarities`: cos(A[i], B[i]) in float64, rounded; shape (e,)."""
+    out = np.empty(A.shape[0], np.float32)
+    step = max(1, (1 << 21) // max(A.shape[1], 1))
+    for s in range(0, A.shape[0], step):
+        a, b = A[s : s + step].astype(np.float64), B[s : s + step].astype(np.float64)
+        out[s : s + step] = np.einsum("ij,ij->i", a, b)
+    return out
+
+
+def _narrow(
+    screen: NDArray[np.float32], cols: NDArray[np.int64], k: int, slack: float, n: int
+) -> NDArray[np.int64]:
+    """Of each row's candidate columns, those whose screened value may be in its top k.
+
+    The k-th largest screened value is at most the true k-th largest plus ``slack``
+    (of any k candidates one is not above the true k-th), and a true top-k value is
+    screened at least ``slack`` below itself: keeping values within ``2 slack`` of
+    the screened k-th loses none.
+
+    Parameters
+    ----------
+    screen : ndarray of float32, shape (b, w)
+        Screened values at ``cols`` (any value where cols is padding n).
+    cols : ndarray of int64, shape (b, w), padded with n
+
+    Returns
+    -------
+    ndarray of int64, shape (b, w2), increasing per row, padded with n
+    """
+    pad = cols >= n
+    screen = np.where(pad, -np.inf, screen)
+    kth = -np.partition(-screen, k - 1, axis=1)[:, k - 1 : k]
+    keep = (screen >= kth - 2 * slack) & ~pad
+    per_row = keep.sum(axis=1)
+    out = np.full((cols.shape[0], max(int(per_row.max(initial=0)), k)), n, np.int64)
+    r, c = np.nonzero(keep)
+    slot = np.arange(r.size) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    out[r, slot] = cols[r, c]
+    return out
+
+
+def _exact_at(
+    Q: NDArray[np.float32], X: NDArray[np.float32], cols: NDArray[np.int64]
+) -> NDArray[np.float32]:
+    """:func:`similarities` of each row of Q with its own columns of X; pad n -> -inf.
+
+    Parameters
+    ----------
+    Q : ndarray of shape (b, d)
+    X : ndarray of shape (n, d)
+    cols : ndarray of int64, shape (b, w), values in 0..n (n: padding)
+
+    Returns
+    -------
+    ndarray of float32, shape (b, w)
+    """
+    out = np.full(cols.shape, -np.inf, np.float32)
+    row, at = np.nonzero(cols < X.shape[0])
+    out[row, at] = pair_similarities(Q[row], X[cols[row, at]])
+    return out
+
+
 def _pad_column(S: NDArray[np.floating]) -> NDArray[np.floating]:
     """S with one more column of -inf (index n: the padding of candidate_columns)."""
     return np.concatenate([S, np.full((S.shape[0], 1), -np.inf, S.dtype)], axis=1)
@@ -172,12 +303,11 @@ def knn_graph(
     rows, cols, sims = [], [], []
     for start in range(0, n, block_size):
         stop = min(start + block_size, n)
-        S = similarities(Xn[start:stop], Xn)
-        S[np.arange(stop - start), np.arange(start, stop)] = -np.inf  # no self-edges
-        top = top_k(S, k)
+        Q = Xn[start:stop]
+        top, sim = screened_top_k(Q @ Xn.T, Q, Xn, k, exclude=np.arange(start, stop))
         rows.append(np.repeat(np.arange(start, stop), k))
         cols.append(top.ravel())
-        sims.append(np.take_along_axis(S, top, axis=1).ravel())
+        sims.append(sim.ravel())
     return as_graph((np.concatenate(rows), np.concatenate(cols), np.concatenate(sims)), n)
 
 

@@ -32,11 +32,11 @@ from numpy.typing import NDArray
 
 from er.cluster._graph import (
     as_graph,
-    candidate_columns,
     normalize_rows,
+    pair_similarities,
     row_entries,
-    similarities,
-    top_k,
+    screen_slack,
+    screened_top_k,
 )
 from er.cluster._hierarchy import Hierarchy
 from er.cluster._params import Interval, Options, get_params, validate_params
@@ -102,23 +102,8 @@ class _KnnLists:
         b, d = Q.shape
         S = Q @ self.X.T  # (b, n1) screen
         S[np.arange(b), np.arange(start, stop)] = -np.inf
-        # |float32 dot - exact| <= d u |q||x| (u = 2^-24), plus the final rounding
-        slack = 2.0 * (d + 2) * 2.0**-24
-        self._merge_old(S[:, :n0], Q, start, slack)
-        if k < 1:
-            return np.zeros((b, 0), np.int64), np.zeros((b, 0), np.float32)
-        cols = candidate_columns(S, k, slack)
-        if cols is None:
-            S = similarities(Q, self.X)
-            S[np.arange(b), np.arange(start, stop)] = -np.inf
-            top = top_k(S, k)
-            return top, np.take_along_axis(S, top, axis=1)
-        screen = np.take_along_axis(S, np.minimum(cols, S.shape[1] - 1), axis=1)
-        cols = _narrow(screen, cols, k, slack, S.shape[1])
-        vals = _exact_at(Q, self.X, cols)
-        vals[cols == np.arange(start, stop)[:, None]] = -np.inf  # no self
-        pick = top_k(vals, k)
-        return np.take_along_axis(cols, pick, axis=1), np.take_along_axis(vals, pick, axis=1)
+        self._merge_old(S[:, :n0], Q, start, screen_slack(d))
+        return screened_top_k(S, Q, self.X, k, exclude=np.arange(start, stop))
 
     def _append(self, new_idx: NDArray, new_sim: NDArray, n0: int) -> NDArray[np.bool_]:
         """Store the new rows' lists; U(0) as in :meth:`add`."""
@@ -190,7 +175,7 @@ class _KnnLists:
             return
         new, at = np.nonzero(S_old[:, cols] >= kth[cols] - slack)
         old = cols[at]
-        exact = _pair_similarities(Q[new], self.X[old])
+        exact = pair_similarities(Q[new], self.X[old])
         beats = exact >= kth[old]
         self._merge_pairs(old[beats], first_new + new[beats], exact[beats])
 
@@ -199,69 +184,6 @@ class _KnnLists:
         ok = self.idx >= 0
         rows = np.repeat(np.arange(n), self.k).reshape(n, self.k)[ok]
         return as_graph((rows, self.idx[ok], self.sim[ok]), n, distinct=True)
-
-
-def _pair_similarities(A: NDArray[np.float32], B: NDArray[np.float32]) -> NDArray[np.float32]:
-    """Row-wise :func:`similarities`: cos(A[i], B[i]) in float64, rounded; shape (e,)."""
-    out = np.empty(A.shape[0], np.float32)
-    step = max(1, (1 << 21) // max(A.shape[1], 1))
-    for s in range(0, A.shape[0], step):
-        a, b = A[s : s + step].astype(np.float64), B[s : s + step].astype(np.float64)
-        out[s : s + step] = np.einsum("ij,ij->i", a, b)
-    return out
-
-
-def _narrow(
-    screen: NDArray[np.float32], cols: NDArray[np.int64], k: int, slack: float, n: int
-) -> NDArray[np.int64]:
-    """Of each row's candidate columns, those whose screened value may be in its top k.
-
-    The k-th largest screened value is at most the true k-th largest plus ``slack``
-    (of any k candidates one is not above the true k-th), and a true top-k value is
-    screened at least ``slack`` below itself: keeping values within ``2 slack`` of
-    the screened k-th loses none.
-
-    Parameters
-    ----------
-    screen : ndarray of float32, shape (b, w)
-        Screened values at ``cols`` (any value where cols is padding n).
-    cols : ndarray of int64, shape (b, w), padded with n
-
-    Returns
-    -------
-    ndarray of int64, shape (b, w2), increasing per row, padded with n
-    """
-    pad = cols >= n
-    screen = np.where(pad, -np.inf, screen)
-    kth = -np.partition(-screen, k - 1, axis=1)[:, k - 1 : k]
-    keep = (screen >= kth - 2 * slack) & ~pad
-    per_row = keep.sum(axis=1)
-    out = np.full((cols.shape[0], max(int(per_row.max(initial=0)), k)), n, np.int64)
-    r, c = np.nonzero(keep)
-    slot = np.arange(r.size) - np.repeat(np.cumsum(per_row) - per_row, per_row)
-    out[r, slot] = cols[r, c]
-    return out
-
-
-def _exact_at(
-    Q: NDArray[np.float32], X: NDArray[np.float32], cols: NDArray[np.int64]
-) -> NDArray[np.float32]:
-    """:func:`similarities` of each row of Q with its own columns of X; pad n -> -inf.
-
-    Parameters
-    ----------
-    Q : ndarray of shape (b, d)
-    X : ndarray of shape (n, d)
-    cols : ndarray of int64, shape (b, w), values in 0..n (n: padding)
-
-    Returns
-    -------
-    ndarray of float32, shape (b, w)
-    """
-    out = np.full(cols.shape, -np.inf, np.float32)
-    row, at = np.nonzero(cols < X.shape[0])
-    out[row, at] = _pair_similarities(Q[row], X[cols[row, at]])
-    return out
 
 
 def _check_neighbors(idx: Any, sim: Any, n0: int, n1: int) -> tuple[NDArray, NDArray]:
