@@ -73,10 +73,6 @@ class Agglomerator:
     size: NDArray[np.int64] = field(init=False)
     node: NDArray[np.int64] = field(init=False)
     sums: NDArray[np.float64] | None = field(init=False)
-    # the hierarchy built so far
-    parent: list[int] = field(init=False)
-    score: list[float] = field(init=False)
-    level_lo: list[int] = field(init=False)
     level: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
@@ -91,9 +87,11 @@ class Agglomerator:
         # best neighbour per cluster, kept between rounds; rows to redo after a merge
         self._nearest: tuple[NDArray[np.int64], NDArray[np.float64]] | None = None
         self._merged: NDArray[np.int64] | None = None
-        self.parent = [-1] * n
-        self.score = [np.nan] * n
-        self.level_lo = [0] * n
+        # the hierarchy as per-round arrays, joined in finish()
+        self._n_nodes = n
+        self._links: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []  # (child, parent)
+        self._scores: list[NDArray[np.float64]] = [np.full(n, np.nan)]
+        self._levels: list[NDArray[np.int64]] = [np.zeros(n, np.int64)]
 
     @property
     def n_clusters(self) -> int:
@@ -224,17 +222,12 @@ class Agglomerator:
         np.minimum.at(formed, label[src], best[src])
         new_node = self.node[np.unique(label, return_index=True)[1]]
         merged = np.flatnonzero(comp_size > 1)
-        first_id = len(self.parent)
-        new_node[merged] = first_id + np.arange(merged.size)
-        self.parent.extend([-1] * merged.size)
-        self.score.extend(formed[merged].tolist())
-        self.level_lo.extend([self.level] * merged.size)
+        new_node[merged] = self._n_nodes + np.arange(merged.size)
+        self._n_nodes += merged.size
+        self._scores.append(formed[merged])
+        self._levels.append(np.full(merged.size, self.level, np.int64))
         members = np.flatnonzero(comp_size[label] > 1)
-        # plain ints through tolist(): per-element numpy indexing dominated large rounds
-        for child, par in zip(
-            self.node[members].tolist(), new_node[label[members]].tolist(), strict=True
-        ):
-            self.parent[child] = par
+        self._links.append((self.node[members], new_node[label[members]]))
         self._contract(label, n_comp, new_node)
         return int(merged.size)
 
@@ -300,23 +293,23 @@ class Agglomerator:
         if self.n_clusters > 1:
             _, best = self.nearest()
             top = float(np.max(best)) if np.isfinite(best).any() else 0.0
-            root = len(self.parent)
-            self.parent.append(-1)
             # Clusters with no edge between them have average linkage 0 (§4.1.1).
-            self.score.append(min(top, 0.0) if self.linkage != "centroid" else top)
-            self.level_lo.append(self.level + 1)
-            for v in self.node:
-                self.parent[v] = root
+            self._scores.append(np.array([min(top, 0.0) if self.linkage != "centroid" else top]))
+            self._levels.append(np.array([self.level + 1]))
+            self._links.append((self.node, np.full(self.n_clusters, self._n_nodes)))
+            self._n_nodes += 1
             self.level += 1
-        parent = np.asarray(self.parent, np.int64)
-        level_lo = np.asarray(self.level_lo, np.int32)
+        parent = np.full(self._n_nodes, -1, np.int64)
+        for child, par in self._links:
+            parent[child] = par
+        level_lo = np.concatenate(self._levels).astype(np.int32)
         level_hi = np.where(parent >= 0, level_lo[np.maximum(parent, 0)] - 1, self.level)
         children = np.flatnonzero(parent >= 0)
         edges = np.stack([children, parent[children]], axis=1)
         return Hierarchy(
             n_points=n_points,
             edges=edges,
-            score=np.asarray(self.score),
+            score=np.concatenate(self._scores),
             level_lo=level_lo,
             level_hi=level_hi.astype(np.int32),
             algorithm=algorithm,
