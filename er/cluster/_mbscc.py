@@ -658,7 +658,7 @@ def _next_marks(marked: NDArray, out_pc: NDArray, old: _Round | None, n: int, m:
 class _Snapshot:
     """A structure in stable ids, as arrays sorted by id: node attributes, parent edges.
 
-    Comparing two snapshots is whole-array (searchsorted, isin): at 100k points a
+    Comparing two snapshots is whole-array (searchsorted on the sorted arrays): at 100k points a
     per-node Python loop here cost more than the SCC rounds.
     """
 
@@ -702,7 +702,7 @@ class _Snapshot:
             score=self.score[changed],
             level_lo=self.attrs[changed, 1],
             level_hi=self.attrs[changed, 2],
-            retired=old.ids[~np.isin(old.ids, self.ids)],
+            retired=old.ids[~_in_sorted(old.ids, self.ids)],
             edges_added=_edge_difference(self.edges, old.edges),
             edges_retired=_edge_difference(old.edges, self.edges),
             algorithm=algorithm,
@@ -714,4 +714,11 @@ def _edge_difference(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.i
     if a.size == 0 or b.size == 0:
         return a
     base = int(max(a.max(), b.max())) + 1
-    return a[~np.isin(a[:, 0] * base + a[:, 1], b[:, 0] * base + b[:, 1])]
+    return a[~_in_sorted(a[:, 0] * base + a[:, 1], b[:, 0] * base + b[:, 1])]
+
+
+def _in_sorted(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """(len(a),) whether each value of a is in b, b sorted (``np.isin`` sorts both)."""
+    if b.size == 0:
+        return np.zeros(a.shape, bool)
+    return b[np.minimum(np.searchsorted(b, a), b.size - 1)] == a
