@@ -38,6 +38,7 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
+from er._checkpoint import RowLog, attach, detached, dump_atomic, save_rows
 from er.ann import batch_neighbors, make_index
 from er.cluster import MBSCC, Hierarchy, entity_confidence
 from er.entities import EntityLedger
@@ -573,6 +574,7 @@ class _State:
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq -> point rows
     ledger: EntityLedger = field(default_factory=EntityLedger)  # stable entity ids
     index: Any = None  # the k-NN index (er.ann), created with the first batch
+    rows_saved: dict[str, int] = field(default_factory=dict)  # rows of each row log
 
 
 NEAR_K = 3  # NEAR edges written per new mention: the evidence `er query explain` shows
@@ -581,6 +583,13 @@ INDEX_BACKEND = "exact"  # see _BatchJob._neighbors: an approximate one needs pe
 
 def _checkpoint_path(state_dir: Path, collection: str) -> Path:
     return state_dir / "collections" / _safe(collection) / "checkpoint.pkl"
+
+
+# The append-only matrices of the state, kept out of the pickle (er/_checkpoint.py).
+_ROW_LOGS = (
+    RowLog("points", ("core", "_knn", "X")),
+    RowLog("vectors", ("index", "_X"), rows_attr="_n"),
+)
 
 
 def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
@@ -593,23 +602,31 @@ def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
         raise ERError(f"{path}: not an er checkpoint; move it away to rebuild the collection.")
     if not hasattr(state, "ledger"):  # a checkpoint from before stable entity ids
         state.ledger, state.index = EntityLedger(), None
+    if not hasattr(state, "rows_saved"):  # from before the row logs: rows in the pickle
+        state.rows_saved = {}
+    for log in _ROW_LOGS:
+        if log.name in state.rows_saved:
+            attach(state, path, log, state.rows_saved[log.name])
     return state
 
 
 def _save_state(path: Path, state: _State) -> None:
-    """Write temp, fsync, rename: a crash leaves the old checkpoint or the new one."""
+    """Append the new rows of the big matrices, then replace the small pickle.
+
+    A crash leaves the old checkpoint or the new one (see er/_checkpoint.py).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("wb") as f:
-        pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    before = state.rows_saved
+    with detached(state, _ROW_LOGS) as rows:
+        for log in _ROW_LOGS:
+            if log.name in rows:
+                save_rows(path, log, rows[log.name], before.get(log.name, 0))
+        state.rows_saved = {name: X.shape[0] for name, X in rows.items()}
+        try:
+            dump_atomic(path, state)
+        except BaseException:
+            state.rows_saved = before
+            raise
 
 
 _FEATURIZERS: dict[str, Featurizer] = {}
