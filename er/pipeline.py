@@ -5,7 +5,8 @@ stores the rejected ones with a reason and opens a pending batch; **cluster** ta
 collection's pending batches in sequence order under the collection's writer lock,
 featurizes them, steps the incremental core (MBSCC by default, GRINCH per
 collection), applies the delta to the graph stamped with the batch seq, checkpoints
-the core (write temp, then rename) and marks the batch done with timings per stage;
+the core (new vector rows appended, then the rest: write temp, then rename;
+er/_checkpoint.py) and marks the batch done with timings per stage;
 **evaluate** scores entities against gold labels. Entry points (``run_*``) open the
 stores the settings name; Celery tasks and the CLI call them.
 
