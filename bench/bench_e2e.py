@@ -124,6 +124,7 @@ def main() -> None:
             stderr=subprocess.DEVNULL,
         )
         try:
+            load_before = os.getloadavg()
             started = time.perf_counter()
             done = subprocess.run(
                 [
@@ -154,6 +155,9 @@ def main() -> None:
         **{k: round(v, 4) for k, v in quality.items()},
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus, "
         f"Python {platform.python_version()}",
+        # other processes on the same cores slow every stage: the load, 1/5/15 min
+        "load_at_start": [round(x, 2) for x in load_before],
+        "load_at_end": [round(x, 2) for x in os.getloadavg()],
     }
     print(json.dumps(out))
     for at in args.at:

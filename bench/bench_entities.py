@@ -36,15 +36,15 @@ from people import synthetic_people
 def _without_stable_ids() -> Iterator[None]:
     """The peer: the pipeline as it was before stable ids (no ledger, no NEAR edges)."""
     import er.pipeline as p
-    from er.entities import EntityLedger, EntityStep
+    from er.entities import ArrayLedger, EntityStep
 
-    step, near = EntityLedger.step, p._near_rows
-    EntityLedger.step = lambda self, batch, partition: EntityStep(batch)  # type: ignore[method-assign]
+    step, near = ArrayLedger.step_labels, p._near_rows
+    ArrayLedger.step_labels = lambda self, batch, mentions, labels: EntityStep(batch)  # type: ignore[method-assign]
     p._near_rows = lambda *a, **k: []  # type: ignore[assignment]
     try:
         yield
     finally:
-        EntityLedger.step, p._near_rows = step, near  # type: ignore[method-assign]
+        ArrayLedger.step_labels, p._near_rows = step, near  # type: ignore[method-assign]
 
 
 def _run(records: list[dict[str, Any]], batch: int, label: str) -> list[dict[str, Any]]:

@@ -5,7 +5,8 @@ stores the rejected ones with a reason and opens a pending batch; **cluster** ta
 collection's pending batches in sequence order under the collection's writer lock,
 featurizes them, steps the incremental core (MBSCC by default, GRINCH per
 collection), applies the delta to the graph stamped with the batch seq, checkpoints
-the core (write temp, then rename) and marks the batch done with timings per stage;
+the core (new vector rows appended, then the rest: write temp, then rename;
+er/_checkpoint.py) and marks the batch done with timings per stage;
 **evaluate** scores entities against gold labels. Entry points (``run_*``) open the
 stores the settings name; Celery tasks and the CLI call them.
 
@@ -38,9 +39,10 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
+from er._checkpoint import RowLog, attach, detached, dump_atomic, save_rows
 from er.ann import batch_neighbors, make_index
 from er.cluster import MBSCC, Hierarchy, entity_confidence
-from er.entities import EntityLedger
+from er.entities import ArrayLedger, EntityLedger
 from er.evaluation import coreference_report, cut_at_score
 from er.exceptions import BatchConflictError, ConfigError, ERError, TransientStoreError
 from er.featurize import Featurizer, FeaturizerConfig, RecordValidator, infer_config
@@ -571,8 +573,9 @@ class _State:
     core: Any
     n_points: int = 0
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq -> point rows
-    ledger: EntityLedger = field(default_factory=EntityLedger)  # stable entity ids
+    ledger: ArrayLedger = field(default_factory=ArrayLedger)  # stable entity ids
     index: Any = None  # the k-NN index (er.ann), created with the first batch
+    rows_saved: dict[str, int] = field(default_factory=dict)  # rows of each row log
 
 
 NEAR_K = 3  # NEAR edges written per new mention: the evidence `er query explain` shows
@@ -581,6 +584,13 @@ INDEX_BACKEND = "exact"  # see _BatchJob._neighbors: an approximate one needs pe
 
 def _checkpoint_path(state_dir: Path, collection: str) -> Path:
     return state_dir / "collections" / _safe(collection) / "checkpoint.pkl"
+
+
+# The append-only matrices of the state, kept out of the pickle (er/_checkpoint.py).
+_ROW_LOGS = (
+    RowLog("points", ("core", "_knn", "X")),
+    RowLog("vectors", ("index", "_X"), rows_attr="_n"),
+)
 
 
 def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
@@ -592,24 +602,34 @@ def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
     if not isinstance(state, _State):
         raise ERError(f"{path}: not an er checkpoint; move it away to rebuild the collection.")
     if not hasattr(state, "ledger"):  # a checkpoint from before stable entity ids
-        state.ledger, state.index = EntityLedger(), None
+        state.ledger, state.index = ArrayLedger(), None
+    if isinstance(state.ledger, EntityLedger):  # from before the array ledger
+        state.ledger = ArrayLedger.from_ledger(state.ledger)
+    if not hasattr(state, "rows_saved"):  # from before the row logs: rows in the pickle
+        state.rows_saved = {}
+    for log in _ROW_LOGS:
+        if log.name in state.rows_saved:
+            attach(state, path, log, state.rows_saved[log.name])
     return state
 
 
 def _save_state(path: Path, state: _State) -> None:
-    """Write temp, fsync, rename: a crash leaves the old checkpoint or the new one."""
+    """Append the new rows of the big matrices, then replace the small pickle.
+
+    A crash leaves the old checkpoint or the new one (see er/_checkpoint.py).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("wb") as f:
-        pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    before = state.rows_saved
+    with detached(state, _ROW_LOGS) as rows:
+        for log in _ROW_LOGS:
+            if log.name in rows:
+                save_rows(path, log, rows[log.name], before.get(log.name, 0))
+        state.rows_saved = {name: X.shape[0] for name, X in rows.items()}
+        try:
+            dump_atomic(path, state)
+        except BaseException:
+            state.rows_saved = before
+            raise
 
 
 _FEATURIZERS: dict[str, Featurizer] = {}
@@ -651,7 +671,7 @@ def cluster_pending(
     path = _checkpoint_path(state_dir, collection)
     reports = []
     with writer_lock(engine, coll_id, state_dir / "locks"):
-        state = _load_state(path, config)
+        state = _take_state(path, config)
         with Session(engine) as session:
             pending = [(b.id, b.seq) for b in pending_batches(session, coll_id)]
         for batch_id, seq in pending:
@@ -666,7 +686,43 @@ def cluster_pending(
             reports.append(report)
             if on_batch is not None:
                 on_batch(report)
+        _keep_state(path, state)
     return reports
+
+
+# The writer's state after its last run, per checkpoint, with the checkpoint file's
+# identity then; the next run of the same process starts from it instead of reading
+# the checkpoint again (n x d vectors), unless another process wrote a newer one.
+_KEPT: dict[Path, tuple[tuple[int, int, int], _State]] = {}
+_KEEP_AT_MOST = 4  # collections whose state a worker keeps in memory
+
+
+def _file_id(path: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime ns, size): every save renames a new file over the old one."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _take_state(path: Path, config: Mapping[str, Any]) -> _State:
+    """The state this process kept after its last run if the checkpoint is still the
+    one it wrote; else the checkpoint. Taken out: an error mid-run leaves nothing kept."""
+    kept = _KEPT.pop(path, None)
+    if kept is not None and kept[0] == _file_id(path):
+        return kept[1]
+    return _load_state(path, config)
+
+
+def _keep_state(path: Path, state: _State) -> None:
+    """Keep ``state``, which equals the checkpoint just written, for the next run."""
+    file_id = _file_id(path)
+    if file_id is None:
+        return
+    _KEPT[path] = (file_id, state)
+    while len(_KEPT) > _KEEP_AT_MOST:
+        del _KEPT[next(iter(_KEPT))]
 
 
 def _fail(engine: Engine, batch_id: int, seq: int, collection: str, exc: Exception) -> dict:
@@ -731,7 +787,8 @@ class _BatchJob:
         nodes = point_nodes[first:stop]
         with _timed(timings, "entities_s"):
             cut = float(self.config.get("cut_threshold", DEFAULT_CUT))
-            step = state.ledger.step(self.seq, _entity_partition(state.core, point_nodes, cut))
+            label = cut_at_score(state.core.hierarchy_, cut)
+            step = state.ledger.step_labels(self.seq, point_nodes, label)
             near = _near_rows(point_nodes, first, idx, sim)
         with _timed(timings, "graph_s"):
             external = dict(zip(nodes.tolist(), (ext for ext, _ in rows), strict=True))
@@ -762,20 +819,6 @@ class _BatchJob:
             state.index = make_index(INDEX_BACKEND, dim=X.shape[1])
         k = max(int(getattr(state.core, "k", 0)), NEAR_K)
         return batch_neighbors(state.index, X, k)
-
-
-def _entity_partition(core: Any, point_nodes: NDArray[np.int64], cut: float) -> list[list[int]]:
-    """The entities of the core's hierarchy at the collection's cut, as mention node ids.
-
-    Parameters
-    ----------
-    point_nodes : ndarray of int64, shape (n_points,)
-        Mention node id of each point.
-    """
-    label = cut_at_score(core.hierarchy_, cut)
-    order = np.argsort(label, kind="stable")
-    bounds = np.flatnonzero(np.diff(label[order])) + 1
-    return [group.tolist() for group in np.split(point_nodes[order], bounds)]
 
 
 def _near_rows(

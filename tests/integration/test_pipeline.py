@@ -203,6 +203,16 @@ CRASH = textwrap.dedent(
                 os.kill(os.getpid(), signal.SIGKILL)
             return original(self, parts, params)
         FalkorDBStore._write = write
+    elif where == "rows":
+        original = p.save_rows
+        calls = []
+        def save_rows(path, log, X, saved):
+            calls.append(log.name)
+            if len(calls) == 3:  # batch 2, its first row log: half the new rows, then death
+                original(path, log, X[: (saved + X.shape[0]) // 2], saved)
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(path, log, X, saved)
+        p.save_rows = save_rows
     else:
         original = pickle.dump
         def dump(obj, f, protocol=None):
@@ -218,7 +228,7 @@ CRASH = textwrap.dedent(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("where", ["graph", "checkpoint"])
+@pytest.mark.parametrize("where", ["graph", "rows", "checkpoint"])
 def test_kill_9_mid_batch_then_restart_equals_a_run_without_crash(
     settings_env, febrl, tmp_path, where
 ) -> None:

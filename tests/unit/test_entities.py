@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from er.entities import EntityLedger
+from er.entities import ArrayLedger, EntityLedger
 from er.exceptions import ConfigError
 
 
@@ -52,10 +53,11 @@ def _replay(intervals: list[tuple[int, int, int, int | None]], batch: int) -> di
     return out
 
 
+@pytest.mark.parametrize("make", [EntityLedger, ArrayLedger])
 @settings(max_examples=300, deadline=None)
-@given(histories())
-def test_matching_invariants(history: list[list[set[int]]]) -> None:
-    ledger = EntityLedger()
+@given(history=histories())
+def test_matching_invariants(make, history: list[list[set[int]]]) -> None:
+    ledger = make()
     used: set[int] = set()
     retired: set[int] = set()
     intervals: list[tuple[int, int, int, int | None]] = []
@@ -135,8 +137,9 @@ def test_hand_built_merge_then_split() -> None:
     assert ("d", def_) in split.left and ("g", 4) in split.left
 
 
-def test_bad_partitions_are_refused() -> None:
-    ledger = EntityLedger()
+@pytest.mark.parametrize("make", [EntityLedger, ArrayLedger])
+def test_bad_partitions_are_refused(make) -> None:
+    ledger = make()
     ledger.step(1, [{1, 2}])
     with pytest.raises(ConfigError, match="drops mention"):
         ledger.step(2, [{1}])
@@ -144,3 +147,29 @@ def test_bad_partitions_are_refused() -> None:
         ledger.step(2, [{1, 2}, {2}])
     with pytest.raises(ConfigError, match="batches must increase"):
         ledger.step(1, [{1, 2}])
+
+
+@settings(max_examples=300, deadline=None)
+@given(history=histories(), seed=st.integers(0, 2**16))
+def test_the_array_ledger_steps_exactly_as_the_dict_ledger(history, seed) -> None:
+    """Oracle: the dict ledger. Same ids, events, mints and retirements at every batch;
+    the same memberships opened and closed (the array ledger orders them by entity).
+    Mentions are shuffled and relabelled per batch: only the label order is an input."""
+    rng = np.random.default_rng(seed)
+    ref, fast = EntityLedger(), ArrayLedger()
+    for batch, partition in enumerate(history, start=1):
+        want = ref.step(batch, partition)
+        mentions = np.array([m for c in partition for m in c], np.int64)
+        labels = np.repeat(np.arange(len(partition)) * 7 - 3, [len(c) for c in partition])
+        shuffle = rng.permutation(mentions.size)
+        got = fast.step_labels(batch, mentions[shuffle], labels[shuffle])
+        assert (got.events, got.minted, got.retired) == (want.events, want.minted, want.retired)
+        assert sorted(got.joined) == sorted(want.joined)
+        assert sorted(got.left) == sorted(want.left)
+        assert fast.entity_of == ref.entity_of and fast.next_id == ref.next_id
+
+
+def test_an_array_ledger_continues_a_dict_ledger() -> None:
+    again = ArrayLedger.from_ledger(EntityLedger({5: [1, 2], 9: [3]}, next_id=10, last_batch=4))
+    step = again.step(5, [{1, 2, 3, 4}])
+    assert again.entity_of == {1: 5, 2: 5, 3: 5, 4: 5} and step.events == [(9, 5, "merge")]

