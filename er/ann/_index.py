@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from er.cluster._graph import similarities, top_k
+from er.cluster._graph import screened_top_k
 from er.exceptions import ConfigError
 
 __all__ = ["BACKENDS", "NeighborIndex", "VectorIndex", "load_index", "make_index"]
@@ -121,13 +121,11 @@ def rank(
 def exact_search(
     Q: NDArray[np.float32], X: NDArray[np.float32], k: int, block: int = 256
 ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
-    """Brute-force k-NN of the rows of Q among the rows of X (see :func:`rank`).
+    """Brute-force k-NN of the rows of Q among the rows of X, ordered as :func:`rank`.
 
-    Candidates come from a float32 product (half the work of float64, no float64
-    copy of X); :func:`rank` re-scores them exactly. The float32 value of a pair is
-    within :func:`_f32_error` of the exact one, so a row whose exact k-th similarity
-    clears the best similarity left out by more than twice that bound has its exact
-    answer; the other rows (ties at the boundary, say) are searched in float64.
+    A float32 product screens the candidates and only they are re-scored exactly
+    (:func:`er.cluster._graph.screened_top_k`): the answer of a full float64 product,
+    ties and near-ties included, for about half its work.
     """
     b, n = Q.shape[0], X.shape[0]
     kk = min(k, n)
@@ -135,46 +133,13 @@ def exact_search(
     sim = np.full((b, k), -np.inf, np.float32)
     if kk == 0:
         return idx, sim
-    m = min(n, kk + _SLACK)
     for start in range(0, b, block):
-        stop = min(start + block, b)
-        S = Q[start:stop] @ X.T
-        cand = np.argpartition(S, n - m, axis=1)[:, n - m :] if m < n else _all(stop - start, n)
-        got_idx, got_sim = rank(Q[start:stop], X, cand, kk)
-        if m < n:
-            # the best left-out value: the largest S outside cand, at most the least in cand
-            left = np.take_along_axis(S, cand, axis=1).min(axis=1)
-            unsure = np.flatnonzero(got_sim[:, -1] <= left + 2 * _f32_error(X.shape[1]))
-            if unsure.size:
-                got_idx[unsure], got_sim[unsure] = _exact64(Q[start + unsure], X, kk)
-        idx[start:stop, :kk], sim[start:stop, :kk] = got_idx, got_sim
+        q = Q[start : start + block]
+        top, s = screened_top_k(q @ X.T, q, X, kk)
+        order = np.lexsort((top, -s), axis=-1)
+        idx[start : start + block, :kk] = np.take_along_axis(top, order, axis=1)
+        sim[start : start + block, :kk] = np.take_along_axis(s, order, axis=1)
     return idx, sim
-
-
-# Candidates beyond k per row: room for near-ties around the k-th before a row
-# needs the float64 fallback.
-_SLACK = 8
-
-
-def _f32_error(d: int) -> float:
-    """Bound on |float32 product - exact| for two rows of norm <= 1.001 in d dimensions
-    (d units of float32 rounding for the sum, plus the final rounding)."""
-    return float((d + 2) * np.finfo(np.float32).eps * 1.01)
-
-
-def _all(rows: int, n: int) -> NDArray[np.int64]:
-    return np.broadcast_to(np.arange(n, dtype=np.int64), (rows, n))
-
-
-def _exact64(
-    Q: NDArray[np.float32], X: NDArray[np.float32], k: int
-) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
-    """(r, k) float64 k-NN of a few rows, ordered as :func:`rank` orders."""
-    S = similarities(Q, X)
-    top = top_k(S, k)
-    s = np.take_along_axis(S, top, axis=1)
-    order = np.lexsort((top, -s), axis=-1)
-    return np.take_along_axis(top, order, axis=1), np.take_along_axis(s, order, axis=1)
 
 
 class VectorIndex:

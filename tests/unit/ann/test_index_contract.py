@@ -270,3 +270,18 @@ def test_default_backend_recall_on_the_hard_mixture() -> None:
         index.add(X[start : start + 1000])
     truth, _ = brute(X[20_000:], X[:20_000], K)
     assert recall(index.query(X[20_000:], K)[0], truth) >= 0.95
+
+
+@pytest.mark.parametrize("jitter", [0.0, 1e-7])
+def test_exact_search_on_wide_rows_screens_and_still_equals_brute_force(jitter: float) -> None:
+    """3,300 points: the float32 screen keeps a few blocks per row and re-scores them;
+    exact and float32-sized near ties at the k-th neighbour must come out as brute force."""
+    rng = np.random.default_rng(7)
+    X = clustered(3000, 32, 7)
+    near = X[rng.integers(0, 3, 300)] + jitter * rng.normal(size=(300, 32))
+    X = np.vstack([X, normalize_rows(near)])
+    Q = np.vstack([X[:3], X[rng.integers(0, X.shape[0], 60)]])
+    truth, tsim = brute(Q, X, 10)
+    idx, sim = exact_search(Q, X, 10, block=16)
+    np.testing.assert_array_equal(idx, truth)
+    np.testing.assert_array_equal(sim, tsim)
