@@ -24,8 +24,15 @@ class _Tree:
         self.count = np.zeros(capacity, np.int64)
         self.alive = np.zeros(capacity, bool)
         self.point_of = np.full(capacity, _NONE, np.int64)  # node -> point index, leaves only
+        self.height = np.zeros(capacity, np.int32)  # kept by heights(), see _dirty
+        self.score = np.full(capacity, np.nan)  # kept by scores(), see _resummed
         self.n_nodes = 0
         self.root = _NONE
+        # Since the last heights() / scores(): nodes whose children changed, and the
+        # paths whose sums changed. Only those can have a new height or linkage, so the
+        # per-batch outputs cost the changed paths, not the whole tree.
+        self._dirty: list[int] = []
+        self._resummed: list[NDArray[np.int64]] = []
 
     def _grow(self) -> None:
         cap = 2 * self.parent.shape[0]
@@ -42,6 +49,8 @@ class _Tree:
         self.alive[self.n_nodes :] = False
         self.point_of = np.resize(self.point_of, cap)
         self.point_of[self.n_nodes :] = _NONE
+        self.height = np.resize(self.height, cap)
+        self.score = np.resize(self.score, cap)
 
     def new_node(self, vec: NDArray[np.float64], count: int, point: int = _NONE) -> int:
         if self.n_nodes == self.parent.shape[0]:
@@ -53,6 +62,9 @@ class _Tree:
         self.count[v] = count
         self.alive[v] = True
         self.point_of[v] = point
+        self.height[v] = 0
+        self.score[v] = np.nan
+        self._dirty.append(v)
         return v
 
     # -- queries ------------------------------------------------------------------
@@ -98,19 +110,31 @@ class _Tree:
         return b
 
     # -- edits ----------------------------------------------------------------------
+    def path_up(self, v: int, stop: int = _NONE) -> list[int]:
+        """v and its ancestors, nearest first, up to (excluding) stop."""
+        out, parent = [], self.parent
+        while v != _NONE and v != stop:
+            out.append(v)
+            v = int(parent[v])
+        return out
+
     def _add_up(self, v: int, vec: NDArray[np.float64], count: int, stop: int = _NONE) -> None:
         """Add vec/count to v and its ancestors, up to (excluding) stop."""
-        while v != _NONE and v != stop:
-            self.sums[v] += vec
-            self.norm[v] = np.sqrt(self.sums[v] @ self.sums[v])
-            self.count[v] += count
-            v = int(self.parent[v])
+        path = np.asarray(self.path_up(v, stop), np.int64)
+        if path.size == 0:
+            return
+        self.sums[path] += vec
+        rows = self.sums[path]
+        self.norm[path] = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+        self.count[path] += count
+        self._resummed.append(path)
 
     def _replace_child(self, p: int, old: int, new: int) -> None:
         if p == _NONE:
             self.root = new
         else:
             self.kids[p, 0 if self.kids[p, 0] == old else 1] = new
+            self._dirty.append(p)
         self.parent[new] = p
 
     def attach_as_sibling(self, v: int, target: int) -> int:
@@ -119,6 +143,7 @@ class _Tree:
         up = int(self.parent[target])
         self._replace_child(up, target, p)
         self.kids[p] = (target, v)
+        self._dirty.append(p)
         self.parent[target] = p
         self.parent[v] = p
         self._add_up(up, self.sums[v], int(self.count[v]))
@@ -132,6 +157,7 @@ class _Tree:
         self._replace_child(up, p, s)
         self._add_up(up, -self.sums[v], -int(self.count[v]))
         self.alive[p] = False
+        self.score[p] = np.nan
         self.parent[p] = _NONE
         self.kids[p] = _NONE
         self.parent[v] = _NONE
@@ -144,4 +170,50 @@ class _Tree:
         self._add_up(pb, self.sums[a] - self.sums[b], int(self.count[a] - self.count[b]), top)
         self.kids[pa, 0 if self.kids[pa, 0] == a else 1] = b
         self.kids[pb, 0 if self.kids[pb, 0] == b else 1] = a
+        self._dirty += [pa, pb]
         self.parent[a], self.parent[b] = pb, pa
+
+    # -- outputs --------------------------------------------------------------------
+    def refresh(self) -> tuple[NDArray[np.int32], NDArray[np.float64]]:
+        """Heights and linkages brought up to date, for the nodes that changed only.
+
+        Returns
+        -------
+        height : ndarray of int32, shape (n_nodes,)
+            Leaves 0, an internal node 1 + its taller child's height.
+        score : ndarray of float64, shape (n_nodes,)
+            Centroid cosine of each live internal node's two children; NaN for leaves
+            and retired nodes.
+        """
+        dirty, self._dirty = np.asarray(self._dirty, np.int64), []
+        resummed, self._resummed = self._resummed, []
+        self._update_heights(dirty)
+        self._update_scores(np.concatenate([dirty, *resummed]))
+        return self.height[: self.n_nodes], self.score[: self.n_nodes]
+
+    def _update_heights(self, dirty: NDArray[np.int64]) -> None:
+        """From each node whose children changed, climb while the height it sets changes.
+
+        Any order reaches the fixed point: a node computed before one of its changed
+        children is computed again when that child's climb reaches it.
+        """
+        h, kids, parent, alive = self.height, self.kids, self.parent, self.alive
+        for v in dirty.tolist():
+            while v != _NONE and alive[v]:
+                a, b = kids[v]
+                new = 0 if a == _NONE else 1 + max(h[a], h[b])
+                if new == h[v]:
+                    break
+                h[v] = new
+                v = int(parent[v])
+
+    def _update_scores(self, touched: NDArray[np.int64]) -> None:
+        """Rescore touched nodes and their parents (whose children's sums moved)."""
+        v = np.unique(touched)
+        v = np.unique(np.r_[v, self.parent[v]])
+        v = v[v != _NONE]
+        v = v[self.alive[v] & (self.kids[v, 0] != _NONE)]
+        a, b = self.kids[v, 0], self.kids[v, 1]
+        denom = self.norm[a] * self.norm[b]
+        dots = np.einsum("ij,ij->i", self.sums[a], self.sums[b])
+        self.score[v] = np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
