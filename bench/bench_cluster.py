@@ -65,6 +65,9 @@ GRINCH_APPROX = {
     "single_elimination": True,
     "graft_candidates": 50,
 }
+# One hnswlib search per inserted point for grinch-approx-hnsw: er.ann's defaults but
+# ef 64 (>= the 50 candidates): the queries cost more than the insertions at ef 300.
+GRINCH_HNSW = {"M": 16, "ef_construction": 100, "ef": 64}
 # SCC's parameters before issue #13 changed its defaults (sparse average linkage, 30
 # geometric levels from the graph's largest linkage); MBSCC keeps these as its defaults.
 SCC_OLD = {"linkage": "average", "schedule": "geometric", "n_levels": 30}
@@ -125,7 +128,7 @@ def run_grinch_approx(X: Any, batch: int, hnsw: bool) -> Any:
     if hnsw:
         from er.ann import batch_neighbors, make_index
 
-        index = make_index("hnsw", dim=X.shape[1], seed=0)
+        index = make_index("hnsw", dim=X.shape[1], seed=0, **GRINCH_HNSW)
     for s in range(0, X.shape[0], batch):
         rows = X[s : s + batch]
         if index is None:

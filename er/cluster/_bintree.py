@@ -13,12 +13,20 @@ _NONE = -1
 
 
 class _Tree:
-    """A growing binary tree over points, as parallel arrays indexed by node id."""
+    """A growing binary tree over points, as parallel arrays indexed by node id.
+
+    ``parent`` and ``kids`` are numpy arrays for the whole-tree outputs; ``up`` and
+    ``down`` hold the same links as Python lists, which the per-point climbs read (a
+    list read costs a fraction of a numpy scalar read). Every edit goes through
+    ``_link``, which writes both.
+    """
 
     def __init__(self, dim: int, capacity: int = 64) -> None:
         self.dim = dim
         self.parent = np.full(capacity, _NONE, np.int64)
         self.kids = np.full((capacity, 2), _NONE, np.int64)
+        self.up: list[int] = []  # parent, as a list
+        self.down: list[list[int]] = []  # the two children, as lists
         self.sums = np.zeros((capacity, dim))
         self.norm = np.zeros(capacity)  # |sums[v]|, kept in step with sums
         self.count = np.zeros(capacity, np.int64)
@@ -62,6 +70,8 @@ class _Tree:
         self.count[v] = count
         self.alive[v] = True
         self.point_of[v] = point
+        self.up.append(_NONE)
+        self.down.append([_NONE, _NONE])
         self.height[v] = 0
         self.score[v] = np.nan
         self._dirty.append(v)
@@ -80,42 +90,58 @@ class _Tree:
         return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
 
     def sib(self, v: int) -> int:
-        p = self.parent[v]
+        p = self.up[v]
         if p == _NONE:
             return _NONE
-        a, b = self.kids[p]
-        return int(b if a == v else a)
+        a, b = self.down[p]
+        return b if a == v else a
 
     def ancestors(self, v: int) -> list[int]:
         """v's ancestors, nearest first (v excluded)."""
-        out = []
-        p = self.parent[v]
+        out, up = [], self.up
+        p = up[v]
         while p != _NONE:
-            out.append(int(p))
-            p = self.parent[p]
+            out.append(p)
+            p = up[p]
         return out
 
     def is_ancestor(self, a: int, v: int) -> bool:
         """True if a is v or an ancestor of v."""
-        while v != _NONE:
+        # Counts grow strictly going up: past a node larger than a, a cannot follow.
+        up, count, size = self.up, self.count, self.count[a]
+        while v != _NONE and count[v] <= size:
             if v == a:
                 return True
-            v = self.parent[v]
+            v = up[v]
         return False
 
     def lca(self, a: int, b: int) -> int:
-        up = {a, *self.ancestors(a)}
-        while b not in up:
-            b = int(self.parent[b])
-        return b
+        """Lowest common ancestor, climbing from both sides in turn.
+
+        Costs the distance to the LCA rather than to the root: the first node one climb
+        finds on the other's path is the LCA, since the other climb, had it passed a
+        lower common node, would have stopped there first.
+        """
+        up, seen_a, seen_b = self.up, {a}, {b}
+        while True:
+            if a in seen_b:
+                return a
+            if b in seen_a:
+                return b
+            if up[a] != _NONE:
+                a = up[a]
+                seen_a.add(a)
+            if up[b] != _NONE:
+                b = up[b]
+                seen_b.add(b)
 
     # -- edits ----------------------------------------------------------------------
     def path_up(self, v: int, stop: int = _NONE) -> list[int]:
         """v and its ancestors, nearest first, up to (excluding) stop."""
-        out, parent = [], self.parent
+        out, up = [], self.up
         while v != _NONE and v != stop:
             out.append(v)
-            v = int(parent[v])
+            v = up[v]
         return out
 
     def _add_up(self, v: int, vec: NDArray[np.float64], count: int, stop: int = _NONE) -> None:
@@ -129,49 +155,71 @@ class _Tree:
         self.count[path] += count
         self._resummed.append(path)
 
-    def _replace_child(self, p: int, old: int, new: int) -> None:
+    def _link(self, child: int, p: int, slot: int) -> None:
+        """Make child the slot-th (0 or 1) child of p, or the root if p is _NONE."""
+        self.parent[child] = p
+        self.up[child] = p
         if p == _NONE:
-            self.root = new
-        else:
-            self.kids[p, 0 if self.kids[p, 0] == old else 1] = new
-            self._dirty.append(p)
-        self.parent[new] = p
+            self.root = child
+            return
+        self.kids[p, slot] = child
+        self.down[p][slot] = child
+        self._dirty.append(p)
+
+    def _replace_child(self, p: int, old: int, new: int) -> None:
+        self._link(new, p, 0 if p == _NONE or self.down[p][0] == old else 1)
 
     def attach_as_sibling(self, v: int, target: int) -> int:
         """Make detached subtree v the sibling of target under a new parent; return it."""
-        p = self.new_node(self.sums[target] + self.sums[v], self.count[target] + self.count[v])
-        up = int(self.parent[target])
-        self._replace_child(up, target, p)
-        self.kids[p] = (target, v)
-        self._dirty.append(p)
-        self.parent[target] = p
-        self.parent[v] = p
-        self._add_up(up, self.sums[v], int(self.count[v]))
+        p = self._join(v, target)
+        self._add_up(self.up[p], self.sums[v], int(self.count[v]))
         return p
 
-    def detach(self, v: int) -> None:
-        """Cut subtree v out; its parent is retired and its sibling takes the parent's place."""
-        p = int(self.parent[v])
-        s = self.sib(v)
-        up = int(self.parent[p])
-        self._replace_child(up, p, s)
-        self._add_up(up, -self.sums[v], -int(self.count[v]))
+    def move(self, v: int, target: int) -> int:
+        """Detach v and attach it as the sibling of target (disjoint from v); return the
+        new parent.
+
+        The nodes above both places hold v before and after, so sums and counts change
+        only on the two paths below their lowest common ancestor: a graft costs its
+        distance, not twice the depth of the tree.
+        """
+        old = self.up[self.up[v]]  # v's grandparent: the old place's first survivor
+        self._cut(v)
+        p = self._join(v, target)
+        top = _NONE if old == _NONE else self.lca(old, p)
+        vec, c = self.sums[v], int(self.count[v])
+        self._add_up(old, -vec, -c, top)
+        self._add_up(self.up[p], vec, c, top)
+        return p
+
+    def _join(self, v: int, target: int) -> int:
+        """Links only: a new parent of target and v, in target's place; sums above unchanged."""
+        p = self.new_node(self.sums[target] + self.sums[v], self.count[target] + self.count[v])
+        self._replace_child(self.up[target], target, p)
+        self._link(target, p, 0)
+        self._link(v, p, 1)
+        return p
+
+    def _cut(self, v: int) -> None:
+        """Links only: retire v's parent, its sibling takes the place; sums above unchanged."""
+        p = self.up[v]
+        self._replace_child(self.up[p], p, self.sib(v))
         self.alive[p] = False
         self.score[p] = np.nan
-        self.parent[p] = _NONE
+        self.parent[p] = self.parent[v] = _NONE
+        self.up[p] = self.up[v] = _NONE
         self.kids[p] = _NONE
-        self.parent[v] = _NONE
+        self.down[p] = [_NONE, _NONE]
 
     def swap(self, a: int, b: int) -> None:
         """Exchange the places of two disjoint subtrees."""
-        pa, pb = int(self.parent[a]), int(self.parent[b])
+        pa, pb = self.up[a], self.up[b]
         top = self.lca(pa, pb)
         self._add_up(pa, self.sums[b] - self.sums[a], int(self.count[b] - self.count[a]), top)
         self._add_up(pb, self.sums[a] - self.sums[b], int(self.count[a] - self.count[b]), top)
-        self.kids[pa, 0 if self.kids[pa, 0] == a else 1] = b
-        self.kids[pb, 0 if self.kids[pb, 0] == b else 1] = a
-        self._dirty += [pa, pb]
-        self.parent[a], self.parent[b] = pb, pa
+        slot_a, slot_b = self.down[pa].index(a), self.down[pb].index(b)
+        self._link(b, pa, slot_a)
+        self._link(a, pb, slot_b)
 
     # -- outputs --------------------------------------------------------------------
     def refresh(self) -> tuple[NDArray[np.int32], NDArray[np.float64]]:
@@ -197,15 +245,15 @@ class _Tree:
         Any order reaches the fixed point: a node computed before one of its changed
         children is computed again when that child's climb reaches it.
         """
-        h, kids, parent, alive = self.height, self.kids, self.parent, self.alive
+        h, down, up, alive = self.height, self.down, self.up, self.alive
         for v in dirty.tolist():
             while v != _NONE and alive[v]:
-                a, b = kids[v]
+                a, b = down[v]
                 new = 0 if a == _NONE else 1 + max(h[a], h[b])
                 if new == h[v]:
                     break
                 h[v] = new
-                v = int(parent[v])
+                v = up[v]
 
     def _update_scores(self, touched: NDArray[np.int64]) -> None:
         """Rescore touched nodes and their parents (whose children's sums moved)."""

@@ -261,7 +261,7 @@ class Grinch:
         nearest = self._leaf_of[int(near[0])]
         self._candidates = None
         if self.graft_candidates is not None:
-            self._candidates = np.asarray([self._leaf_of[j] for j in near if j >= 0], np.int64)
+            self._candidates = np.asarray([self._leaf_of[j] for j in near.tolist() if j >= 0], np.int64)
         target = nearest if self.mode == "greedy" else self._rotate(x, nearest)
         t.attach_as_sibling(x, target)
         if self.mode == "grinch":
@@ -273,9 +273,9 @@ class Grinch:
         while v != t.root and t.f(v, x) < t.f(v, t.sib(v)):
             if self.rotate_cap is not None and steps >= self.rotate_cap:
                 break
-            if self._too_big(int(t.parent[v])):
+            if self._too_big(t.up[v]):
                 break
-            v = int(t.parent[v])
+            v = t.up[v]
             steps += 1
             self.stats_["rotations"] += 1
         return v
@@ -287,7 +287,7 @@ class Grinch:
     # -- grafting (Alg. 6, 8) -----------------------------------------------------------------
     def _graft_from(self, x: int) -> None:
         t = self._tree
-        v, steps = int(t.parent[x]), 0
+        v, steps = t.up[x], 0
         self._under_cache = None  # the cache holds one point's path only
         if self.graft_from == "leaf":
             # The authors' codes: one graft search per inserted point, from x's parent.
@@ -304,7 +304,7 @@ class Grinch:
                 return
             # keep climbing from a live strict ancestor of v
             if nxt in (_NONE, v) or not t.alive[nxt] or not t.is_ancestor(nxt, v):
-                nxt = int(t.parent[v])
+                nxt = t.up[v]
             v = nxt
             steps += 1
 
@@ -336,7 +336,7 @@ class Grinch:
             mask, a = cached[1], cached[0]
             while a != v:
                 self._mark_points(t.sib(a), mask)
-                a = int(t.parent[a])
+                a = t.up[a]
         else:
             mask = np.zeros(n, bool)
             self._mark_points(v, mask)
@@ -347,7 +347,7 @@ class Grinch:
         t, stack = self._tree, [v]
         while stack:
             u = stack.pop()
-            a, b = t.kids[u]
+            a, b = t.down[u]
             if a == _NONE:
                 mask[t.point_of[u]] = True
             else:
@@ -377,9 +377,9 @@ class Grinch:
             if not (l_moves or v_moves):
                 break  # ties: neither side prefers its sibling strictly
             if l_moves:
-                l = int(t.parent[l])  # noqa: E741
+                l = t.up[l]  # noqa: E741
             if v_moves:
-                v = int(t.parent[v])
+                v = t.up[v]
         return (lca if v == start else v), False
 
     def _apply_graft(self, v: int, l: int) -> int:  # noqa: E741 - the paper's name
@@ -393,8 +393,7 @@ class Grinch:
         """
         t = self._tree
         z = t.sib(l)
-        t.detach(l)
-        t.attach_as_sibling(l, v)
+        t.move(l, v)
         self._under_cache = None  # the leaf sets changed
         self.stats_["grafts"] += 1
         return z
@@ -402,28 +401,25 @@ class Grinch:
     def _restructure(self, z: int, r: int) -> None:
         """Alg. 7: from z up to r, swap z's sibling for a better-matching aunt."""
         t, steps = self._tree, 0
-        while z != r and z != _NONE and t.parent[z] != _NONE:
+        while z != r and z != _NONE and t.up[z] != _NONE:
             if self.restruct_cap is not None and steps >= self.restruct_cap:
                 return
             if self._too_big(z):
                 return
-            path, a = [], z
-            while a != r and a != _NONE:
-                path.append(a)
-                a = int(t.parent[a])
-            aunts = [t.sib(a) for a in path if t.sib(a) != _NONE]
-            if aunts:
-                scores = [t.f(z, c) for c in aunts]
-                m = aunts[int(np.argmax(scores))]
-                s = t.sib(z)
-                if (
-                    m != s
-                    and t.f(z, s) < max(scores)
-                    and not t.is_ancestor(m, s)
-                    and not t.is_ancestor(s, m)
-                ):
-                    self._apply_swap(s, m)
-            z = int(t.parent[z])
+            # z's sibling s comes first among the aunts (path[0] is z): one product
+            # scores them all, and f(z, s) is scores[0].
+            aunts = [t.sib(a) for a in t.path_up(z, r)]
+            scores = t.f_many(np.asarray(aunts, np.int64), z)
+            j = int(np.argmax(scores))
+            m, s = aunts[j], aunts[0]
+            if (
+                m != s
+                and scores[0] < scores[j]
+                and not t.is_ancestor(m, s)
+                and not t.is_ancestor(s, m)
+            ):
+                self._apply_swap(s, m)
+            z = t.up[z]
             steps += 1
 
     def _apply_swap(self, s: int, m: int) -> None:
