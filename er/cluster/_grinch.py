@@ -224,20 +224,29 @@ class Grinch:
         if neighbors is None:
             old_sim, old_idx = _search(self._points[:n0], batch, k)
         else:
-            old_idx, old_sim = neighbors[0].copy(), neighbors[1].astype(np.float64)
-            inside = old_idx >= n0  # the batch's rows: compared exactly below
-            old_idx[inside], old_sim[inside] = -1, -np.inf
-            old_sim[old_idx < 0] = -np.inf
+            old_sim, old_idx = self._supplied(neighbors, n0, k)
         own = _dense(batch @ batch.T)
         own[np.triu_indices(b)] = -np.inf  # a row sees the rows inserted before it only
         own_idx = np.broadcast_to(np.arange(n0, n0 + b), (b, b))
-        sim, idx = _top_k(np.hstack([old_sim, own]), np.hstack([old_idx, own_idx]), k)
-        lost = np.flatnonzero((idx[:, 0] < 0) & (np.arange(n0, n0 + b) > 0))
-        if lost.size and n0 > 0:  # an index gave a row no earlier point: search exactly
-            s2, i2 = _search(self._points[:n0], batch[lost], k)
-            sim2, idx2 = _top_k(np.hstack([s2, own[lost]]), np.hstack([i2, own_idx[lost]]), k)
-            idx[lost] = idx2
-        return idx
+        return _top_k(np.hstack([old_sim, own]), np.hstack([old_idx, own_idx]), k)[1]
+
+    def _supplied(self, neighbors: tuple[NDArray, NDArray], n0: int, k: int) -> tuple:
+        """The k best supplied neighbours among the n0 points of earlier calls.
+
+        Returns (sim, idx), each of shape (b, k), as :func:`_search`. A row for which
+        the index found no earlier point at all is searched exactly.
+        """
+        idx, sim = neighbors[0].copy(), neighbors[1].astype(np.float64)
+        drop = (idx < 0) | (idx >= n0)  # none, or a row of this batch
+        idx[drop], sim[drop] = -1, -np.inf
+        pad = np.full((idx.shape[0], k), -1, np.int64)
+        sim, idx = _top_k(np.hstack([sim, np.full(pad.shape, -np.inf)]), np.hstack([idx, pad]), k)
+        lost = np.flatnonzero(idx[:, 0] < 0) if n0 else np.zeros(0, np.int64)
+        if lost.size:
+            s2, i2 = _search(self._points[:n0], self._points[n0:][lost], k)
+            sim[lost], idx[lost] = -np.inf, -1
+            sim[lost, : s2.shape[1]], idx[lost, : i2.shape[1]] = s2, i2
+        return sim, idx
 
     def _point_vec(self, i: int) -> NDArray[np.float64]:
         if not self._sparse:
