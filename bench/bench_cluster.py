@@ -117,16 +117,17 @@ def run_hac(X: Any) -> Any:
 def run_grinch_approx(X: Any, batch: int, hnsw: bool) -> Any:
     """GRINCH's product defaults (leaf grafting, size cap 100) with the §3.5.2 approximations.
 
-    ``hnsw``: each mini-batch's candidate leaves come from one hnswlib search per point
-    (``er.ann.batch_neighbors``, k = ``graft_candidates``), passed as ``neighbors=``;
-    otherwise GRINCH searches every earlier point exactly, a mini-batch at a time.
+    ``hnsw``: each point's candidate leaves come from one hnswlib search (k =
+    ``graft_candidates``) among the points of earlier mini-batches, passed as
+    ``neighbors=``; GRINCH compares a batch's own rows exactly. Otherwise GRINCH
+    searches every earlier point exactly, a mini-batch at a time.
     """
     from er import cluster
 
     est = cluster.Grinch(**GRINCH_APPROX)
     index = None
     if hnsw:
-        from er.ann import batch_neighbors, make_index
+        from er.ann import make_index
 
         index = make_index("hnsw", dim=X.shape[1], seed=0, **GRINCH_HNSW)
     for s in range(0, X.shape[0], batch):
@@ -135,8 +136,8 @@ def run_grinch_approx(X: Any, batch: int, hnsw: bool) -> Any:
             est.partial_fit(rows)
             continue
         unit = cluster.normalize_rows(np.asarray(rows)).astype(np.float32)
-        k = GRINCH_APPROX["graft_candidates"]
-        est.partial_fit(rows, neighbors=batch_neighbors(index, unit, k))
+        est.partial_fit(rows, neighbors=index.query(unit, GRINCH_APPROX["graft_candidates"]))
+        index.add(unit)
     return est.hierarchy_
 
 

@@ -86,8 +86,8 @@ class _Tree:
     def f_many(self, nodes: NDArray[np.int64], b: int) -> NDArray[np.float64]:
         """Centroid cosine of each of ``nodes`` with b; shape (len(nodes),)."""
         denom = self.norm[nodes] * self.norm[b]
-        dots = self.sums[nodes] @ self.sums[b]
-        return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
+        # denom 0 means a zero sum, whose dot is 0 too: 0 / 1
+        return (self.sums[nodes] @ self.sums[b]) / np.where(denom > 0, denom, 1.0)
 
     def sib(self, v: int) -> int:
         p = self.up[v]
@@ -149,8 +149,8 @@ class _Tree:
         path = np.asarray(self.path_up(v, stop), np.int64)
         if path.size == 0:
             return
-        self.sums[path] += vec
-        rows = self.sums[path]
+        rows = self.sums[path] + vec
+        self.sums[path] = rows
         self.norm[path] = np.sqrt(np.einsum("ij,ij->i", rows, rows))
         self.count[path] += count
         self._resummed.append(path)

@@ -270,7 +270,8 @@ class Grinch:
         nearest = self._leaf_of[int(near[0])]
         self._candidates = None
         if self.graft_candidates is not None:
-            self._candidates = np.asarray([self._leaf_of[j] for j in near.tolist() if j >= 0], np.int64)
+            leaf_of = self._leaf_of
+            self._candidates = np.asarray([leaf_of[j] for j in near.tolist() if j >= 0], np.int64)
         target = nearest if self.mode == "greedy" else self._rotate(x, nearest)
         t.attach_as_sibling(x, target)
         if self.mode == "grinch":
@@ -408,19 +409,24 @@ class Grinch:
         return z
 
     def _restructure(self, z: int, r: int) -> None:
-        """Alg. 7: from z up to r, swap z's sibling for a better-matching aunt."""
+        """Alg. 7: from z up to r, swap z's sibling for a better-matching aunt.
+
+        ``aunts[i]`` is the sibling of the i-th node on the path from z up to r, z
+        first. Climbing one step drops the first entry; a swap of z's sibling s with
+        the aunt m exchanges their two entries (the path itself does not move), so the
+        path is walked once per restructure, not once per step.
+        """
         t, steps = self._tree, 0
+        aunts = [t.sib(a) for a in t.path_up(z, r)]
         while z != r and z != _NONE and t.up[z] != _NONE:
             if self.restruct_cap is not None and steps >= self.restruct_cap:
                 return
             if self._too_big(z):
                 return
-            # z's sibling s comes first among the aunts (path[0] is z): one product
-            # scores them all, and f(z, s) is scores[0].
-            aunts = [t.sib(a) for a in t.path_up(z, r)]
-            scores = t.f_many(np.asarray(aunts, np.int64), z)
+            # z's sibling s is aunts[0]: one product scores all, f(z, s) = scores[0]
+            scores = t.f_many(np.asarray(aunts[steps:], np.int64), z)
             j = int(np.argmax(scores))
-            m, s = aunts[j], aunts[0]
+            m, s = aunts[steps + j], aunts[steps]
             if (
                 m != s
                 and scores[0] < scores[j]
@@ -428,6 +434,7 @@ class Grinch:
                 and not t.is_ancestor(s, m)
             ):
                 self._apply_swap(s, m)
+                aunts[steps], aunts[steps + j] = m, s
             z = t.up[z]
             steps += 1
 
