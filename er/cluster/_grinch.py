@@ -1,11 +1,13 @@
 """GRINCH: grafting and rotation-based incremental hierarchical clustering.
 
 Points arrive one at a time (``partial_fit`` takes a batch and inserts its rows in
-order). Each point is added next to its nearest leaf, rotated up while its would-be
-sibling prefers its aunt (Alg. 5), then grafts are tried (Alg. 6), each successful
-graft followed by a restructure (Alg. 7). Alg. 8 tries a graft from every ancestor of
-the new point (``graft_from="ancestors"``); both of the authors' codes make one graft
-search per inserted point, from the new point's parent (``graft_from="leaf"``).
+order; the nearest earlier points of all its rows are searched at once, which gives
+the same tree as searching before each insertion). Each point is added next to its
+nearest leaf, rotated up while its would-be sibling prefers its aunt (Alg. 5), then
+grafts are tried (Alg. 6), each successful graft followed by a restructure (Alg. 7).
+Alg. 8 tries a graft from every ancestor of the new point (``graft_from="ancestors"``);
+both of the authors' codes make one graft search per inserted point, from the new
+point's parent (``graft_from="leaf"``).
 The linkage is centroid cosine: every node keeps the sum of its leaves' unit vectors.
 
 References
@@ -67,7 +69,9 @@ class Grinch:
     graft_candidates : int or None, default None
         Approximation (§3.5.2, single nearest-neighbour search): search the point's
         k nearest leaves once, and look for graft partners only among them. None:
-        every graft searches all leaves exactly.
+        every graft searches all leaves exactly. The search that finds where a point
+        goes is that same one: exact, for a whole mini-batch at once, or supplied by a
+        k-NN index through ``partial_fit(X, neighbors=(idx, sim))``.
 
     Attributes
     ----------

@@ -9,6 +9,7 @@ linkages from the points under each node.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
@@ -53,13 +54,13 @@ def _cuts(n: int, sizes: list[int]) -> list[int]:
         if at >= n:
             break
         out.append(at)
-    return out + [n]
+    return [*out, n]
 
 
 def _run(est: Grinch, X: np.ndarray, cuts: list[int], with_neighbors: int = 0) -> list:
     """Feed X in the given batches; return (parents, stats, delta fields) per batch."""
     out = []
-    for lo, hi in zip(cuts[:-1], cuts[1:]):
+    for lo, hi in itertools.pairwise(cuts):
         nb = _exact_neighbors(X, lo, hi, with_neighbors) if with_neighbors and lo else None
         est.partial_fit(X[lo:hi], neighbors=nb)
         t = est._tree
@@ -126,7 +127,10 @@ def test_an_index_that_finds_nothing_falls_back_to_the_exact_search() -> None:
     X, cuts = _data(3, 40, 3, "gauss"), [0, 20, 40]
     a = Grinch(graft_candidates=3).partial_fit(X[:20])
     a.partial_fit(X[20:], neighbors=(np.full((20, 3), -1), np.zeros((20, 3))))
-    assert _run(Grinch(graft_candidates=3), X, cuts)[-1][0] == a._tree.parent[: a._tree.n_nodes].tolist()
+    assert (
+        _run(Grinch(graft_candidates=3), X, cuts)[-1][0]
+        == a._tree.parent[: a._tree.n_nodes].tolist()
+    )
 
 
 def _heights_from_edges(h) -> list[int]:  # type: ignore[no-untyped-def]
@@ -172,7 +176,7 @@ def test_kept_heights_and_linkages_equal_a_recomputation(
     X = _data(seed, n, 3, "mixture")
     est = Grinch(graft_from=graft_from, graft_candidates=graft_candidates)
     cuts = _cuts(n, sizes)
-    for lo, hi in zip(cuts[:-1], cuts[1:]):
+    for lo, hi in itertools.pairwise(cuts):
         h = est.partial_fit(X[lo:hi]).hierarchy_
         assert h.level_lo.tolist() == _heights_from_edges(h)
         # GRINCH's own unit rows: normalize_rows rounds through float32
