@@ -211,10 +211,13 @@ class _Tree:
         self.kids[p] = _NONE
         self.down[p] = [_NONE, _NONE]
 
-    def swap(self, a: int, b: int) -> None:
-        """Exchange the places of two disjoint subtrees."""
+    def swap(self, a: int, b: int, top: int | None = None) -> None:
+        """Exchange the places of two disjoint subtrees.
+
+        ``top``, if the caller knows it: the lowest common ancestor of their parents.
+        """
         pa, pb = self.up[a], self.up[b]
-        top = self.lca(pa, pb)
+        top = self.lca(pa, pb) if top is None else top
         self._add_up(pa, self.sums[b] - self.sums[a], int(self.count[b] - self.count[a]), top)
         self._add_up(pb, self.sums[a] - self.sums[b], int(self.count[a] - self.count[b]), top)
         slot_a, slot_b = self.down[pa].index(a), self.down[pb].index(b)
@@ -233,7 +236,7 @@ class _Tree:
             Centroid cosine of each live internal node's two children; NaN for leaves
             and retired nodes.
         """
-        dirty, self._dirty = np.asarray(self._dirty, np.int64), []
+        dirty, self._dirty = np.unique(np.asarray(self._dirty, np.int64)), []
         resummed, self._resummed = self._resummed, []
         self._update_heights(dirty)
         self._update_scores(np.concatenate([dirty, *resummed]))

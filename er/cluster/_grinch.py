@@ -444,7 +444,8 @@ class Grinch:
 
     def _apply_swap(self, s: int, m: int) -> None:
         """Exchange z's sibling s with its better-matching aunt m (Alg. 7, line 7)."""
-        self._tree.swap(s, m)
+        # m is an aunt of z, so its parent is an ancestor of s's: their LCA
+        self._tree.swap(s, m, top=self._tree.up[m])
         self._under_cache = None
         self.stats_["restructures"] += 1
 
