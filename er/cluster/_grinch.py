@@ -190,6 +190,7 @@ class Grinch:
         # Sparse points keep the exact leaf searches O(nnz) (e.g. 10,000-d binary data).
         self._sparse = is_sparse
         self._points: Any = sparse.csr_array((0, dim)) if is_sparse else np.zeros((0, dim))
+        self._buffer = self._points  # dense: _points is a view of its first rows
         self._leaf_of: list[int] = []
         self._under_cache: tuple[int, NDArray[np.bool_]] | None = None  # see _points_under
         self.n_points_ = 0
@@ -202,7 +203,7 @@ class Grinch:
             return
         dense = rows.toarray() if sparse.issparse(rows) else rows
         n, m = self._points.shape[0], dense.shape[0]
-        buf = getattr(self, "_buffer", self._points)
+        buf = self._buffer
         if n + m > buf.shape[0]:
             buf = np.resize(buf, (max(2 * buf.shape[0], n + m, 64), dense.shape[1]))
         buf[n : n + m] = dense

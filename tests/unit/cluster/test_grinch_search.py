@@ -220,3 +220,10 @@ def test_neighbors_are_validated() -> None:
         est.partial_fit(np.eye(3), neighbors=(np.zeros((2, 1), int), np.zeros((2, 1))))
     with pytest.raises(ConfigError, match="neighbors"):
         est.partial_fit(np.eye(3), neighbors=(np.full((3, 1), 9), np.zeros((3, 1))))
+
+
+def test_fit_again_starts_afresh_even_with_another_width() -> None:
+    rng = np.random.default_rng(0)
+    est = Grinch().fit(rng.normal(size=(30, 4)))
+    X = rng.normal(size=(20, 6))
+    assert est.fit(X).hierarchy_.edges.tolist() == Grinch().fit(X).hierarchy_.edges.tolist()
