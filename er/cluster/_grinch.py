@@ -1,11 +1,13 @@
 """GRINCH: grafting and rotation-based incremental hierarchical clustering.
 
 Points arrive one at a time (``partial_fit`` takes a batch and inserts its rows in
-order). Each point is added next to its nearest leaf, rotated up while its would-be
-sibling prefers its aunt (Alg. 5), then grafts are tried (Alg. 6), each successful
-graft followed by a restructure (Alg. 7). Alg. 8 tries a graft from every ancestor of
-the new point (``graft_from="ancestors"``); both of the authors' codes make one graft
-search per inserted point, from the new point's parent (``graft_from="leaf"``).
+order; the nearest earlier points of all its rows are searched at once, which gives
+the same tree as searching before each insertion). Each point is added next to its
+nearest leaf, rotated up while its would-be sibling prefers its aunt (Alg. 5), then
+grafts are tried (Alg. 6), each successful graft followed by a restructure (Alg. 7).
+Alg. 8 tries a graft from every ancestor of the new point (``graft_from="ancestors"``);
+both of the authors' codes make one graft search per inserted point, from the new
+point's parent (``graft_from="leaf"``).
 The linkage is centroid cosine: every node keeps the sum of its leaves' unit vectors.
 
 References
@@ -23,6 +25,7 @@ from scipy import sparse
 
 from er.cluster._graph import normalize_rows
 from er.cluster._hierarchy import Hierarchy
+from er.cluster._mbscc import _check_neighbors
 from er.cluster._params import NONE, Interval, Options, get_params, validate_params
 from er.delta import ClusteringDelta
 from er.exceptions import ConfigError, NotFittedError
@@ -66,7 +69,9 @@ class Grinch:
     graft_candidates : int or None, default None
         Approximation (§3.5.2, single nearest-neighbour search): search the point's
         k nearest leaves once, and look for graft partners only among them. None:
-        every graft searches all leaves exactly.
+        every graft searches all leaves exactly. The search that finds where a point
+        goes is that same one: exact, for a whole mini-batch at once, or supplied by a
+        k-NN index through ``partial_fit(X, neighbors=(idx, sim))``.
 
     Attributes
     ----------
@@ -134,13 +139,26 @@ class Grinch:
         ----------
         X : ndarray or sparse matrix of shape (n, d)
         """
-        return self._fit(X, partial=False)
+        return self._fit(X, partial=False, neighbors=None)
 
-    def partial_fit(self, X: Any) -> Grinch:
-        """Insert the rows of X, in order, into the current tree."""
-        return self._fit(X, partial=True)
+    def partial_fit(self, X: Any, neighbors: tuple[Any, Any] | None = None) -> Grinch:
+        """Insert the rows of X, in order, into the current tree.
 
-    def _fit(self, X: Any, partial: bool) -> Grinch:
+        Parameters
+        ----------
+        X : ndarray or sparse matrix of shape (b, d)
+        neighbors : (idx, sim) of shape (b, w) each, optional
+            Candidate leaves for each new row from a k-NN index (dissertation §3.5.2:
+            one nearest-neighbour search per inserted point), e.g.
+            ``er.ann.batch_neighbors``: ``idx`` global point indices (-1 for none),
+            ``sim`` their cosines. Entries naming a row of this batch are ignored: the
+            rows of a batch are compared with each other exactly, so that a row sees
+            exactly the batch rows inserted before it. None: every earlier point is
+            searched exactly.
+        """
+        return self._fit(X, partial=True, neighbors=neighbors)
+
+    def _fit(self, X: Any, partial: bool, neighbors: tuple[Any, Any] | None) -> Grinch:
         validate_params(self)
         rows = _unit_rows(X)
         first_call = not partial or not hasattr(self, "_tree")
@@ -150,17 +168,17 @@ class Grinch:
             raise ConfigError(
                 f"X has {rows.shape[1]} columns; this Grinch was fitted on {self._tree.dim}."
             )
+        n0 = self.n_points_
+        if neighbors is not None:
+            neighbors = _check_neighbors(*neighbors, n0, n0 + rows.shape[0])
         before = self._snapshot()
-        if self._sparse:
-            self._points = sparse.csr_array(sparse.vstack([self._points, sparse.csr_array(rows)]))
-        else:
-            dense = rows.toarray() if sparse.issparse(rows) else rows
-            self._points = np.vstack([self._points, dense])
-        for i in range(self.n_points_, self._points.shape[0]):
-            self._insert(i)
-        self.n_points_ = self._points.shape[0]
+        self._append_points(rows)
+        near = self._nearest_earlier(n0, neighbors)
+        for i in range(n0, n0 + rows.shape[0]):
+            self._insert(i, near[i - n0])
+        self.n_points_ = n0 + rows.shape[0]
         self.leaf_ids_ = np.asarray(self._leaf_of, np.int64)  # delta node id of each point
-        heights, scores = self._heights(), self._scores()
+        heights, scores = self._tree.refresh()
         self.delta_ = self._delta_since(before, heights, scores)
         self.hierarchy_ = self._export(heights, scores)
         return self
@@ -172,35 +190,93 @@ class Grinch:
         # Sparse points keep the exact leaf searches O(nnz) (e.g. 10,000-d binary data).
         self._sparse = is_sparse
         self._points: Any = sparse.csr_array((0, dim)) if is_sparse else np.zeros((0, dim))
+        self._buffer = self._points  # dense: _points is a view of its first rows
         self._leaf_of: list[int] = []
         self._under_cache: tuple[int, NDArray[np.bool_]] | None = None  # see _points_under
         self.n_points_ = 0
         self.stats_ = {"rotations": 0, "graft_attempts": 0, "grafts": 0, "restructures": 0}
 
-    def _point_vec(self, i: int) -> NDArray[np.float64]:
-        row = self._points[[i]]
-        return np.asarray(row.toarray() if sparse.issparse(row) else row, np.float64).ravel()
+    def _append_points(self, rows: Any) -> None:
+        """Add the batch's unit rows to ``_points`` (dense: a buffer grown by doubling)."""
+        if self._sparse:
+            self._points = sparse.csr_array(sparse.vstack([self._points, sparse.csr_array(rows)]))
+            return
+        dense = rows.toarray() if sparse.issparse(rows) else rows
+        n, m = self._points.shape[0], dense.shape[0]
+        buf = self._buffer
+        if n + m > buf.shape[0]:
+            buf = np.resize(buf, (max(2 * buf.shape[0], n + m, 64), dense.shape[1]))
+        buf[n : n + m] = dense
+        self._buffer, self._points = buf, buf[: n + m]
 
-    def _similar_leaves(self, vec: NDArray[np.float64], upto: int) -> NDArray[np.float64]:
-        """Cosine of each of the first ``upto`` points with a direction vec."""
+    def _nearest_earlier(self, n0: int, neighbors: tuple[NDArray, NDArray] | None) -> NDArray:
+        """Each new point's k most similar earlier points, best first.
+
+        One search per inserted point (§3.5.2): its best hit is where the point is
+        inserted, and, with ``graft_candidates``, the k hits are the only graft partners
+        it considers. Points of earlier calls come from ``neighbors`` or an exact blocked
+        search; the batch's own earlier rows always exactly.
+
+        Returns
+        -------
+        ndarray of int64, shape (b, k)
+            Point indices, best first (ties: lower index), -1 padded; k is
+            ``graft_candidates`` (1 without it).
+        """
+        k = self.graft_candidates or 1
+        batch = self._points[n0:]
+        b = batch.shape[0]
+        if neighbors is None:
+            old_sim, old_idx = _search(self._points[:n0], batch, k)
+        else:
+            old_sim, old_idx = self._supplied(neighbors, n0, k)
+        own = _dense(batch @ batch.T)
+        own[np.triu_indices(b)] = -np.inf  # a row sees the rows inserted before it only
+        own_idx = np.broadcast_to(np.arange(n0, n0 + b), (b, b))
+        return _top_k(np.hstack([old_sim, own]), np.hstack([old_idx, own_idx]), k)[1]
+
+    def _supplied(self, neighbors: tuple[NDArray, NDArray], n0: int, k: int) -> tuple:
+        """The k best supplied neighbours among the n0 points of earlier calls.
+
+        Returns (sim, idx), each of shape (b, k), as :func:`_search`. A row for which
+        the index found no earlier point at all is searched exactly.
+        """
+        idx, sim = neighbors[0].copy(), neighbors[1].astype(np.float64)
+        drop = (idx < 0) | (idx >= n0)  # none, or a row of this batch
+        idx[drop], sim[drop] = -1, -np.inf
+        pad = np.full((idx.shape[0], k), -1, np.int64)
+        sim, idx = _top_k(np.hstack([sim, np.full(pad.shape, -np.inf)]), np.hstack([idx, pad]), k)
+        lost = np.flatnonzero(idx[:, 0] < 0) if n0 else np.zeros(0, np.int64)
+        if lost.size:
+            s2, i2 = _search(self._points[:n0], self._points[n0:][lost], k)
+            sim[lost], idx[lost] = -np.inf, -1
+            sim[lost, : s2.shape[1]], idx[lost, : i2.shape[1]] = s2, i2
+        return sim, idx
+
+    def _point_vec(self, i: int) -> NDArray[np.float64]:
+        if not self._sparse:
+            return self._points[i]
+        return np.asarray(self._points[[i]].toarray(), np.float64).ravel()
+
+    def _similar_leaves(self, vec: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Cosine of every point with a direction vec; shape (n_points,)."""
         norm = np.sqrt(vec @ vec)
-        sims = self._points[:upto] @ vec
+        sims = self._points[: len(self._leaf_of)] @ vec
         return np.asarray(sims, np.float64).ravel() / (norm if norm > 0 else 1.0)
 
-    def _insert(self, i: int) -> None:
+    def _insert(self, i: int, near: NDArray[np.int64]) -> None:
+        """Insert point i; ``near`` holds its k most similar earlier points, best first."""
         t = self._tree
         x = t.new_node(self._point_vec(i), 1, point=i)
         self._leaf_of.append(x)
         if i == 0:
             t.root = x
             return
-        sims = self._similar_leaves(t.sums[x], i)
-        nearest = self._leaf_of[int(np.argmax(sims))]  # ties: earliest point
+        nearest = self._leaf_of[int(near[0])]
         self._candidates = None
         if self.graft_candidates is not None:
-            k = min(self.graft_candidates, i)
-            top = np.argpartition(-sims, k - 1)[:k]
-            self._candidates = np.asarray([self._leaf_of[j] for j in top], np.int64)
+            leaf_of = self._leaf_of
+            self._candidates = np.asarray([leaf_of[j] for j in near.tolist() if j >= 0], np.int64)
         target = nearest if self.mode == "greedy" else self._rotate(x, nearest)
         t.attach_as_sibling(x, target)
         if self.mode == "grinch":
@@ -212,9 +288,9 @@ class Grinch:
         while v != t.root and t.f(v, x) < t.f(v, t.sib(v)):
             if self.rotate_cap is not None and steps >= self.rotate_cap:
                 break
-            if self._too_big(int(t.parent[v])):
+            if self._too_big(t.up[v]):
                 break
-            v = int(t.parent[v])
+            v = t.up[v]
             steps += 1
             self.stats_["rotations"] += 1
         return v
@@ -226,7 +302,7 @@ class Grinch:
     # -- grafting (Alg. 6, 8) -----------------------------------------------------------------
     def _graft_from(self, x: int) -> None:
         t = self._tree
-        v, steps = int(t.parent[x]), 0
+        v, steps = t.up[x], 0
         self._under_cache = None  # the cache holds one point's path only
         if self.graft_from == "leaf":
             # The authors' codes: one graft search per inserted point, from x's parent.
@@ -243,7 +319,7 @@ class Grinch:
                 return
             # keep climbing from a live strict ancestor of v
             if nxt in (_NONE, v) or not t.alive[nxt] or not t.is_ancestor(nxt, v):
-                nxt = int(t.parent[v])
+                nxt = t.up[v]
             v = nxt
             steps += 1
 
@@ -257,7 +333,7 @@ class Grinch:
                 if not t.is_ancestor(v, int(cands[j])):
                     return int(cands[j])
             return _NONE
-        sims = self._similar_leaves(t.sums[v], len(self._leaf_of))
+        sims = self._similar_leaves(t.sums[v])
         sims[self._points_under(v)] = -np.inf
         j = int(np.argmax(sims))
         return self._leaf_of[j] if np.isfinite(sims[j]) else _NONE
@@ -275,7 +351,7 @@ class Grinch:
             mask, a = cached[1], cached[0]
             while a != v:
                 self._mark_points(t.sib(a), mask)
-                a = int(t.parent[a])
+                a = t.up[a]
         else:
             mask = np.zeros(n, bool)
             self._mark_points(v, mask)
@@ -286,7 +362,7 @@ class Grinch:
         t, stack = self._tree, [v]
         while stack:
             u = stack.pop()
-            a, b = t.kids[u]
+            a, b = t.down[u]
             if a == _NONE:
                 mask[t.point_of[u]] = True
             else:
@@ -316,9 +392,9 @@ class Grinch:
             if not (l_moves or v_moves):
                 break  # ties: neither side prefers its sibling strictly
             if l_moves:
-                l = int(t.parent[l])  # noqa: E741
+                l = t.up[l]  # noqa: E741
             if v_moves:
-                v = int(t.parent[v])
+                v = t.up[v]
         return (lca if v == start else v), False
 
     def _apply_graft(self, v: int, l: int) -> int:  # noqa: E741 - the paper's name
@@ -332,42 +408,45 @@ class Grinch:
         """
         t = self._tree
         z = t.sib(l)
-        t.detach(l)
-        t.attach_as_sibling(l, v)
+        t.move(l, v)
         self._under_cache = None  # the leaf sets changed
         self.stats_["grafts"] += 1
         return z
 
     def _restructure(self, z: int, r: int) -> None:
-        """Alg. 7: from z up to r, swap z's sibling for a better-matching aunt."""
+        """Alg. 7: from z up to r, swap z's sibling for a better-matching aunt.
+
+        ``aunts[i]`` is the sibling of the i-th node on the path from z up to r, z
+        first. Climbing one step drops the first entry; a swap of z's sibling s with
+        the aunt m exchanges their two entries (the path itself does not move), so the
+        path is walked once per restructure, not once per step.
+        """
         t, steps = self._tree, 0
-        while z != r and z != _NONE and t.parent[z] != _NONE:
+        aunts = [t.sib(a) for a in t.path_up(z, r)]
+        while z != r and z != _NONE and t.up[z] != _NONE:
             if self.restruct_cap is not None and steps >= self.restruct_cap:
                 return
             if self._too_big(z):
                 return
-            path, a = [], z
-            while a != r and a != _NONE:
-                path.append(a)
-                a = int(t.parent[a])
-            aunts = [t.sib(a) for a in path if t.sib(a) != _NONE]
-            if aunts:
-                scores = [t.f(z, c) for c in aunts]
-                m = aunts[int(np.argmax(scores))]
-                s = t.sib(z)
-                if (
-                    m != s
-                    and t.f(z, s) < max(scores)
-                    and not t.is_ancestor(m, s)
-                    and not t.is_ancestor(s, m)
-                ):
-                    self._apply_swap(s, m)
-            z = int(t.parent[z])
+            # z's sibling s is aunts[0]: one product scores all, f(z, s) = scores[0]
+            scores = t.f_many(np.asarray(aunts[steps:], np.int64), z)
+            j = int(np.argmax(scores))
+            m, s = aunts[steps + j], aunts[steps]
+            if (
+                m != s
+                and scores[0] < scores[j]
+                and not t.is_ancestor(m, s)
+                and not t.is_ancestor(s, m)
+            ):
+                self._apply_swap(s, m)
+                aunts[steps], aunts[steps + j] = m, s
+            z = t.up[z]
             steps += 1
 
     def _apply_swap(self, s: int, m: int) -> None:
         """Exchange z's sibling s with its better-matching aunt m (Alg. 7, line 7)."""
-        self._tree.swap(s, m)
+        # m is an aunt of z, so its parent is an ancestor of s's: their LCA
+        self._tree.swap(s, m, top=self._tree.up[m])
         self._under_cache = None
         self.stats_["restructures"] += 1
 
@@ -416,41 +495,6 @@ class Grinch:
             algorithm=self.mode,
         )
 
-    def _scores(self) -> NDArray[np.float64]:
-        """(n_nodes,) linkage between each internal node's two children; NaN elsewhere."""
-        t = self._tree
-        n = t.n_nodes
-        out = np.full(n, np.nan)
-        v = np.flatnonzero(t.kids[:n, 0] != _NONE)
-        a, b = t.kids[v, 0], t.kids[v, 1]
-        denom = t.norm[a] * t.norm[b]
-        dots = np.einsum("ij,ij->i", t.sums[a], t.sums[b])
-        out[v] = np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
-        return out
-
-    def _heights(self) -> NDArray[np.int32]:
-        t = self._tree
-        n = t.n_nodes
-        h = np.zeros(n, np.int32)
-        order = self._postorder()
-        for v in order:
-            a, b = t.kids[v]
-            if a != _NONE:
-                h[v] = 1 + max(h[a], h[b])
-        return h
-
-    def _postorder(self) -> list[int]:
-        t = self._tree
-        out, stack = [], [(t.root, False)] if t.root != _NONE else []
-        while stack:
-            v, done = stack.pop()
-            if done or t.kids[v, 0] == _NONE:
-                out.append(int(v))
-                continue
-            stack.append((v, True))
-            stack.extend((int(c), False) for c in t.kids[v])
-        return out
-
     def _export(self, heights: NDArray, scores: NDArray) -> Hierarchy:
         """The tree renumbered to the `er cluster` contract."""
         t = self._tree
@@ -488,3 +532,70 @@ def _unit_rows(X: Any) -> Any:
     if X.ndim != 2:
         raise ConfigError(f"X must be 2-d (n, d). Got shape {X.shape}.")
     return normalize_rows(X).astype(np.float64)
+
+
+def _dense(a: Any) -> NDArray[np.float64]:
+    """A product of dense or sparse operands as a dense float64 array."""
+    return np.asarray(a.toarray() if sparse.issparse(a) else a, np.float64)
+
+
+def _search(points: Any, rows: Any, k: int, block: int = 8192) -> tuple[NDArray, NDArray]:
+    """Exact k most similar points to each row, in column blocks.
+
+    Parameters
+    ----------
+    points : ndarray or sparse matrix, shape (n, d)
+        Unit rows.
+    rows : ndarray or sparse matrix, shape (b, d)
+    k : int
+    block : int
+        Points per matrix product, to bound memory at (b, block).
+
+    Returns
+    -------
+    sim : ndarray of float64, shape (b, k)
+        Cosines, best first, -inf padded when n < k.
+    idx : ndarray of int64, shape (b, k)
+        Point indices (ties: lower index), -1 padded.
+    """
+    b = rows.shape[0]
+    sim, idx = np.full((b, 0), -np.inf), np.full((b, 0), -1, np.int64)
+    for lo in range(0, points.shape[0], block):
+        part = _dense(rows @ points[lo : lo + block].T)
+        ids = np.broadcast_to(np.arange(lo, lo + part.shape[1]), part.shape)
+        sim, idx = _top_k(np.hstack([sim, part]), np.hstack([idx, ids]), k)
+    return sim, idx
+
+
+def _top_k(sim: NDArray, idx: NDArray, k: int) -> tuple[NDArray, NDArray]:
+    """Each row's k best entries by (highest sim, lowest idx), in that order.
+
+    Exact under ties, so the top k of a union is the top k of the parts' top k:
+    blocked and one-shot searches agree.
+
+    Parameters
+    ----------
+    sim : ndarray of float64, shape (b, m)
+        -inf marks an empty entry.
+    idx : ndarray of int64, shape (b, m)
+
+    Returns
+    -------
+    sim, idx : ndarrays of shape (b, min(k, m)); empty entries get idx -1.
+    """
+    b, m = sim.shape
+    if m > k:
+        kth = -np.partition(-sim, k - 1, axis=1)[:, k - 1 : k]
+        keep = sim >= kth  # at least k per row; more only under ties
+        exact = keep.sum(axis=1) == k
+        rows = np.flatnonzero(exact)
+        out_s, out_i = np.empty((b, k)), np.empty((b, k), np.int64)
+        out_s[rows] = sim[rows][keep[rows]].reshape(-1, k)
+        out_i[rows] = idx[rows][keep[rows]].reshape(-1, k)
+        for r in np.flatnonzero(~exact):  # ties at the k-th value: lowest idx wins
+            order = np.lexsort((idx[r], -sim[r]))[:k]
+            out_s[r], out_i[r] = sim[r, order], idx[r, order]
+        sim, idx = out_s, out_i
+    order = np.lexsort((idx, -sim), axis=1)
+    sim, idx = np.take_along_axis(sim, order, 1), np.take_along_axis(idx, order, 1)
+    return sim, np.where(np.isneginf(sim), -1, idx)
