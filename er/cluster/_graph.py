@@ -7,6 +7,8 @@ similarities; a missing entry counts as similarity 0 for average linkage
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
@@ -16,6 +18,7 @@ from er.exceptions import ConfigError
 __all__ = [
     "as_graph",
     "candidate_columns",
+    "check_neighbors",
     "knn_graph",
     "normalize_rows",
     "pair_similarities",
@@ -227,6 +230,32 @@ def _exact_at(
     row, at = np.nonzero(cols < X.shape[0])
     out[row, at] = pair_similarities(Q[row], X[cols[row, at]])
     return out
+
+
+def check_neighbors(idx: Any, sim: Any, n0: int, n1: int) -> tuple[NDArray, NDArray]:
+    """Supplied k-NN lists of rows n0..n1-1: shapes, id range, no self, finite values."""
+    idx, sim = np.asarray(idx), np.asarray(sim)
+    b = n1 - n0
+    if idx.ndim != 2 or idx.shape[0] != b or sim.shape != idx.shape:
+        raise ConfigError(
+            f"neighbors: expected (idx, sim) of shape ({b}, w), one row per new point. "
+            f"Got {idx.shape} and {sim.shape}."
+        )
+    if not np.issubdtype(idx.dtype, np.integer):
+        raise ConfigError(f"neighbors: idx must hold integer point indices. Got {idx.dtype}.")
+    idx = idx.astype(np.int64)
+    ok = idx >= 0
+    if (idx < -1).any() or (idx >= n1).any():
+        raise ConfigError(f"neighbors: idx must be in 0..{n1 - 1}, or -1 for none.")
+    if (idx == np.arange(n0, n1)[:, None]).any():
+        raise ConfigError("neighbors: a point is listed as its own neighbour.")
+    ordered = np.sort(idx, axis=1)
+    if ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any():
+        raise ConfigError("neighbors: a row lists the same neighbour twice.")
+    sim = sim.astype(np.float32)
+    if not np.isfinite(sim[ok]).all():
+        raise ConfigError("neighbors: sim must be finite where idx is not -1.")
+    return idx, sim
 
 
 def _pad_column(S: NDArray[np.floating]) -> NDArray[np.floating]:

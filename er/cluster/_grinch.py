@@ -23,9 +23,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
-from er.cluster._graph import normalize_rows
+from er.cluster._graph import check_neighbors, normalize_rows
 from er.cluster._hierarchy import Hierarchy
-from er.cluster._mbscc import _check_neighbors
 from er.cluster._params import NONE, Interval, Options, get_params, validate_params
 from er.delta import ClusteringDelta
 from er.exceptions import ConfigError, NotFittedError
@@ -170,7 +169,7 @@ class Grinch:
             )
         n0 = self.n_points_
         if neighbors is not None:
-            neighbors = _check_neighbors(*neighbors, n0, n0 + rows.shape[0])
+            neighbors = check_neighbors(*neighbors, n0, n0 + rows.shape[0])
         before = self._snapshot()
         self._append_points(rows)
         near = self._nearest_earlier(n0, neighbors)

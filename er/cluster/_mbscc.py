@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 
 from er.cluster._graph import (
     as_graph,
+    check_neighbors,
     normalize_rows,
     pair_similarities,
     row_entries,
@@ -186,32 +187,6 @@ class _KnnLists:
         return as_graph((rows, self.idx[ok], self.sim[ok]), n, distinct=True)
 
 
-def _check_neighbors(idx: Any, sim: Any, n0: int, n1: int) -> tuple[NDArray, NDArray]:
-    """Supplied k-NN lists of rows n0..n1-1: shapes, id range, no self, finite values."""
-    idx, sim = np.asarray(idx), np.asarray(sim)
-    b = n1 - n0
-    if idx.ndim != 2 or idx.shape[0] != b or sim.shape != idx.shape:
-        raise ConfigError(
-            f"neighbors: expected (idx, sim) of shape ({b}, w), one row per new point. "
-            f"Got {idx.shape} and {sim.shape}."
-        )
-    if not np.issubdtype(idx.dtype, np.integer):
-        raise ConfigError(f"neighbors: idx must hold integer point indices. Got {idx.dtype}.")
-    idx = idx.astype(np.int64)
-    ok = idx >= 0
-    if (idx < -1).any() or (idx >= n1).any():
-        raise ConfigError(f"neighbors: idx must be in 0..{n1 - 1}, or -1 for none.")
-    if (idx == np.arange(n0, n1)[:, None]).any():
-        raise ConfigError("neighbors: a point is listed as its own neighbour.")
-    ordered = np.sort(idx, axis=1)
-    if ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any():
-        raise ConfigError("neighbors: a row lists the same neighbour twice.")
-    sim = sim.astype(np.float32)
-    if not np.isfinite(sim[ok]).all():
-        raise ConfigError("neighbors: sim must be finite where idx is not -1.")
-    return idx, sim
-
-
 class MBSCC:
     """Mini-batch SCC (``partial_fit``), equal to SCC on the same points in exact mode.
 
@@ -313,7 +288,7 @@ class MBSCC:
             )
         if neighbors is not None:  # checked before any state changes
             n0 = self._knn.X.shape[0]
-            neighbors = _check_neighbors(*neighbors, n0, n0 + rows.shape[0])
+            neighbors = check_neighbors(*neighbors, n0, n0 + rows.shape[0])
         self._point_ids = np.r_[self._point_ids, self._take_ids(rows.shape[0])]
         marked = self._knn.add(rows, neighbors)
         taus = thresholds(self.tau_max, self.tau_min, self.n_levels, self.schedule)
