@@ -140,7 +140,7 @@ class Agglomerator:
         A round that merges nothing leaves every answer as it was, and a merge changes
         only the rows of the merged clusters and of their neighbours (a linkage
         depends on its two clusters alone), so answers are kept between rounds and
-        only those rows are recomputed (:meth:`_contract`).
+        only those rows are recomputed (:meth:`_update_nearest`).
         """
         if self._nearest is None:
             self._nearest = best_neighbors(self.W, self.link_values())
