@@ -83,7 +83,7 @@ def candidate_columns(
     width = int(per_row.max()) * block + (n - wide)
     cols = np.full((m, width), n, np.int64)
     r, b = np.nonzero(hit)
-    slot = np.arange(r.size) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    slot = _slot_in_row(per_row)
     cols[r[:, None], slot[:, None] * block + np.arange(block)] = b[:, None] * block + np.arange(
         block
     )
@@ -106,8 +106,13 @@ def row_entries(indptr: NDArray, rows: NDArray[np.int64]) -> tuple[NDArray, NDAr
     """
     counts = indptr[rows + 1] - indptr[rows]
     slot = np.repeat(np.arange(rows.shape[0]), counts)
-    offset = np.arange(slot.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(indptr[rows], counts) + offset, slot
+    return np.repeat(indptr[rows], counts) + _slot_in_row(counts), slot
+
+
+def _slot_in_row(per_row: NDArray[np.int64]) -> NDArray[np.int64]:
+    """For entries laid out row after row, ``per_row[i]`` of row i: each entry's
+    position within its row; shape (per_row.sum(),)."""
+    return np.arange(int(per_row.sum())) - np.repeat(np.cumsum(per_row) - per_row, per_row)
 
 
 def screen_slack(d: int) -> float:
@@ -206,7 +211,7 @@ def _narrow(
     per_row = keep.sum(axis=1)
     out = np.full((cols.shape[0], max(int(per_row.max(initial=0)), k)), n, np.int64)
     r, c = np.nonzero(keep)
-    slot = np.arange(r.size) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    slot = _slot_in_row(per_row)
     out[r, slot] = cols[r, c]
     return out
 

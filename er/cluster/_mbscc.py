@@ -100,9 +100,8 @@ class _KnnLists:
         sim : ndarray of float32, shape (stop - start, k)
         """
         Q = self.X[start:stop]
-        b, d = Q.shape
-        S = Q @ self.X.T  # (b, n1) screen
-        S[np.arange(b), np.arange(start, stop)] = -np.inf
+        d = Q.shape[1]
+        S = Q @ self.X.T  # (b, n1) screen; the rows' own columns are all >= n0
         self._merge_old(S[:, :n0], Q, start, screen_slack(d))
         return screened_top_k(S, Q, self.X, k, exclude=np.arange(start, stop))
 
@@ -332,7 +331,7 @@ class MBSCC:
         prev = self._prev
         same_new, same_old = now.same_sets(prev)
         ids[n + same_new] = prev.ids[same_old]
-        self._continue_ids(h, ids, now, set(prev.ids[same_old].tolist()))
+        self._continue_ids(h, ids, now, prev.ids[same_old])
         now.ids = ids[n:].copy()
         self._prev = now.sorted_by_id()
         return ids
@@ -354,7 +353,7 @@ class MBSCC:
         self._key_format = "members"
 
     def _continue_ids(
-        self, h: Hierarchy, ids: NDArray[np.int64], now: _Members, used: set[int]
+        self, h: Hierarchy, ids: NDArray[np.int64], now: _Members, used: NDArray[np.int64]
     ) -> None:
         """Fill the clusters left at -1 in ``ids``: continued old ids, else new ones.
 
@@ -379,7 +378,7 @@ class MBSCC:
         cut_e = np.searchsorted(level[edges[:, 1]], levels, side="right")
         span = np.int64(max(prev.ids.max(initial=0), 0) + 1)
         taken = np.zeros(int(span), bool)  # old ids already continued
-        taken[np.fromiter(used, np.int64, len(used))] = True
+        taken[used] = True
         size = np.diff(now.indptr)
         for i in range(levels.size):
             vs = todo[(cut_v[i - 1] if i else 0) : cut_v[i]]
@@ -528,19 +527,22 @@ def _overlaps(a: _Members, a_rows: NDArray, b: _Members, b_rows: NDArray) -> NDA
     # each part is sorted (pairs in order, points sorted): the stable sort merges two runs
     large = np.sort(np.r_[la, lb], kind="stable")
     small, small_pair = np.r_[sa, sb], np.r_[sa_pair, sb_pair]
-    if large.size == 0:
-        return np.zeros(a_rows.size, np.int64)
-    pos = np.minimum(np.searchsorted(large, small), large.size - 1)
-    hit = large[pos] == small
+    hit = _find_sorted(large, small) >= 0
     return np.bincount(small_pair[hit], minlength=a_rows.size).astype(np.int64)
+
+
+def _find_sorted(keys: NDArray[np.int64], at: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Position of each value of ``at`` in the sorted ``keys``, -1 where absent."""
+    if keys.size == 0:
+        return np.full(at.shape, -1, np.int64)
+    pos = np.minimum(np.searchsorted(keys, at), keys.size - 1)
+    return np.where(keys[pos] == at, pos, -1)
 
 
 def _lookup(keys: NDArray[np.int64], values: NDArray[np.int64], at: NDArray[np.int64]) -> NDArray:
     """values[i] where keys[i] == at (keys sorted), else -1; shape of ``at``."""
-    if keys.size == 0:
-        return np.full(at.shape, -1, np.int64)
-    pos = np.minimum(np.searchsorted(keys, at), keys.size - 1)
-    return np.where(keys[pos] == at, values[pos], -1)
+    pos = _find_sorted(keys, at)
+    return pos if keys.size == 0 else np.where(pos >= 0, values[np.maximum(pos, 0)], -1)
 
 
 class _Round:
@@ -560,14 +562,13 @@ class _Round:
         A point-indexed map instead of a sorted search: O(n) plain array work per
         round, where sorting every round's keys cost more than the round at 100k.
         """
+        if self.key.size == 0:
+            none = np.zeros(keys.shape, bool)
+            return none, np.full(keys.shape, -1, np.int64), np.full(keys.shape, -np.inf)
         row = np.full(self.out.size + 1, -1, np.int64)
         row[self.key] = np.arange(self.key.size)
         pos = row[np.minimum(keys, self.out.size)]
-        found = pos >= 0
-        pos = np.maximum(pos, 0)
-        if self.key.size == 0:
-            return found, np.full(keys.shape, -1, np.int64), np.full(keys.shape, -np.inf)
-        return found, self.target[pos], self.best[pos]
+        return pos >= 0, self.target[np.maximum(pos, 0)], self.best[np.maximum(pos, 0)]
 
 
 def _smallest_point(point_cluster: NDArray[np.int64], m: int) -> NDArray[np.int64]:
@@ -694,6 +695,4 @@ def _edge_difference(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.i
 
 def _in_sorted(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.bool_]:
     """(len(a),) whether each value of a is in b, b sorted (``np.isin`` sorts both)."""
-    if b.size == 0:
-        return np.zeros(a.shape, bool)
-    return b[np.minimum(np.searchsorted(b, a), b.size - 1)] == a
+    return _find_sorted(b, a) >= 0

@@ -97,24 +97,15 @@ class Agglomerator:
     def n_clusters(self) -> int:
         return int(self.node.shape[0])
 
-    def link_values(self, rows: NDArray[np.int64] | None = None) -> NDArray[np.float64]:
-        """Linkage of the stored edges of ``rows`` (default: all), in CSR order.
-
-        Parameters
-        ----------
-        rows : ndarray of int64, shape (r,), sorted, optional
-
-        Returns
-        -------
-        ndarray of float64, shape (e,)
-            Aligned with ``W.data`` (all rows), or with the rows' slices of it in order.
-        """
+    def link_values(self) -> NDArray[np.float64]:
+        """Linkage of every stored edge, aligned with ``W.data``."""
         W = self.W
-        if rows is None:
-            pos = np.arange(W.data.shape[0])
-            src = np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))
-        else:
-            pos, src = _row_slices(W.indptr, rows)
+        src = np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))
+        return self._values_at(np.arange(W.data.shape[0]), src)
+
+    def _values_at(self, pos: NDArray[np.int64], src: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Linkage of the stored edges at ``pos`` of ``W.data``, whose rows are ``src``."""
+        W = self.W
         cols = W.indices[pos]
         if self.linkage == "average":
             # Sparse average linkage: edge sums over |A||B|, absent pairs count 0 (§4.1.1).
@@ -139,8 +130,9 @@ class Agglomerator:
         current clusters are kept sorted by node id, so the lowest column wins.
         A round that merges nothing leaves every answer as it was, and a merge changes
         only the rows of the merged clusters and of their neighbours (a linkage
-        depends on its two clusters alone), so answers are kept between rounds and
-        only those rows are recomputed (:meth:`_update_nearest`).
+        depends on its two clusters alone), so with centroid linkage, whose values
+        cost a d-dimensional product each, answers are kept between rounds and only
+        those rows are recomputed (:meth:`_update_nearest`).
         """
         if self._nearest is None:
             self._nearest = best_neighbors(self.W, self.link_values())
@@ -165,10 +157,14 @@ class Agglomerator:
         is_merged[merged] = True
         is_full = is_merged | ((nn >= 0) & is_merged[np.maximum(nn, 0)])
         full = np.flatnonzero(is_full)
-        pos, src = _row_slices(self.W.indptr, full)
-        values = self.link_values(full)
-        cols = self.W.indices[pos]
-        sub_nn, sub_best = best_neighbors(_row_block(self.W, full), values)
+        pos, slot = row_entries(self.W.indptr, full)
+        src, cols = full[slot], self.W.indices[pos]
+        values = self._values_at(pos, src)
+        block = sparse.csr_array(
+            (values, cols, np.r_[0, np.cumsum(np.bincount(slot, minlength=full.size))]),
+            shape=(full.size, m),
+        )
+        sub_nn, sub_best = best_neighbors(block, values)
         nn[full], best[full] = sub_nn, sub_best
         # reverse edges x -> merged cluster, for rows x not recomputed
         back = is_merged[src] & ~is_full[cols]
@@ -277,8 +273,11 @@ class Agglomerator:
         linkages are unchanged, and the relabelling keeps the node-id order of the
         unmerged clusters, so the tie rule picks the same one.
         """
-        if self._nearest is None or self._merged is not None:
-            self._nearest = None  # two contractions without a look: start afresh
+        if self._nearest is None or self._merged is not None or self.sums is None:
+            # two contractions without a look: start afresh; average / single
+            # linkages are one read per edge, so kept answers do not pay there (SCC
+            # 50k, average: 0.81-0.88 s either way, alternated runs)
+            self._nearest = None
             return
         nn, best = self._nearest
         old_row = np.empty(self.n_clusters, np.int64)
@@ -340,19 +339,3 @@ def _contract_graph(
     W2 = sparse.csr_array((v, (r, c)), shape=(n_comp, n_comp))
     W2.sum_duplicates()
     return W2
-
-
-def _row_slices(indptr: NDArray, rows: NDArray[np.int64]) -> tuple[NDArray, NDArray]:
-    """Positions in a CSR's data of the entries of ``rows``, and each one's row."""
-    pos, slot = row_entries(indptr, rows)
-    return pos, rows[slot]
-
-
-def _row_block(W: sparse.csr_array, rows: NDArray[np.int64]) -> sparse.csr_array:
-    """The rows of W as a CSR of shape (len(rows), n), columns unchanged."""
-    pos, _src = _row_slices(W.indptr, rows)
-    counts = W.indptr[rows + 1] - W.indptr[rows]
-    indptr = np.r_[0, np.cumsum(counts)]
-    return sparse.csr_array(
-        (W.data[pos], W.indices[pos], indptr), shape=(rows.shape[0], W.shape[1])
-    )
