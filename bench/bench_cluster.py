@@ -44,6 +44,7 @@ ALGOS = [
     "scc-annoy",
     "mbscc",
     "mbscc-centroid",
+    "mbscc-hnsw",
     "scc-mbscc",
     "scc-mbscc-centroid",
     "grinch",
@@ -55,7 +56,14 @@ ALGOS = [
     "affinity",
     "recipnn",
 ]
-MBSCC_TARGET = ["mbscc", "scc-mbscc", "mbscc-centroid", "scc-mbscc-centroid", "scc-auto"]
+MBSCC_TARGET = [
+    "mbscc",
+    "mbscc-hnsw",
+    "scc-mbscc",
+    "mbscc-centroid",
+    "scc-mbscc-centroid",
+    "scc-auto",
+]
 QUALITY_ALGOS = [a for a in ALGOS if a not in ("scc-old", *MBSCC_TARGET) or a == "mbscc"]
 SPEED_ALGOS = ["hac", "scc", "scc-auto", "mbscc", "llama"]
 # 100k: the algorithms that finish in minutes (HAC would need ~75 GB; GRINCH, ROTATE,
@@ -148,6 +156,21 @@ def run_grinch_approx(X: Any, batch: int, hnsw: bool) -> Any:
     return est.hierarchy_
 
 
+def run_mbscc_hnsw(X: np.ndarray, batch: int) -> Any:
+    """MBSCC on the index, as the pipeline runs it: each mini-batch enters an
+    er.ann hnswlib index (its default parameters) and MBSCC takes the batch's k-NN
+    from it (``neighbors=``) instead of searching every earlier point itself."""
+    from er import cluster
+    from er.ann import batch_neighbors, make_index
+
+    est = cluster.MBSCC(k=10)
+    index = make_index("hnsw", dim=X.shape[1], seed=0)
+    for s in range(0, X.shape[0], batch):
+        unit = cluster.normalize_rows(np.asarray(X[s : s + batch])).astype(np.float32)
+        est.partial_fit(unit, neighbors=batch_neighbors(index, unit, est.k))
+    return est.hierarchy_
+
+
 def run_algo(algo: str, X: Any, batch: int) -> Any:
     from er import cluster
 
@@ -178,6 +201,8 @@ def run_algo(algo: str, X: Any, batch: int) -> Any:
             est.partial_fit(X[s : s + batch])
         return est.hierarchy_
     Xd = X.toarray() if hasattr(X, "toarray") else X
+    if algo == "mbscc-hnsw":
+        return run_mbscc_hnsw(Xd, batch)
     if algo in ("mbscc", "mbscc-centroid"):
         est = cluster.MBSCC(k=10, **(MBSCC_CENTROID if algo == "mbscc-centroid" else {}))
         for s in range(0, Xd.shape[0], batch):
@@ -384,6 +409,96 @@ def defaults(args: argparse.Namespace) -> None:
             print(json.dumps(row), flush=True)
 
 
+def levels(args: argparse.Namespace) -> None:
+    """Where one MBSCC mini-batch's time goes at n points, round by round.
+
+    Builds MBSCC on the hard mixture up to ``--n`` points in batches of ``--batch``,
+    then adds one more batch and prints, per round: clusters and graph entries
+    going in, the share of clusters and points marked (U(i), Eq. 4.10), the
+    seconds the round took, and whether the old points' partition after it equals
+    the last batch's (the early-stopping test of §4.2.1); then the batch's time by
+    part. Marks are read off MBSCC's own functions through wrappers.
+    """
+    from er import cluster
+    from er.cluster import _mbscc, _rounds
+    from er.cluster._scc import thresholds
+
+    X, _ = load("hard", args.n + args.batch)
+    Xd = X.toarray() if hasattr(X, "toarray") else X
+    est = cluster.MBSCC(k=10)
+    for s in range(0, args.n, args.batch):
+        est.partial_fit(Xd[s : s + args.batch])
+    rows: list[dict[str, Any]] = []
+    marks: list[np.ndarray] = []
+    parts: dict[str, float] = {}
+    real_merge, real_marks, real_add = (
+        _rounds.Agglomerator.merge,
+        _mbscc._next_marks,
+        _mbscc._KnnLists.add,
+    )
+    real_ids, real_run = _mbscc.MBSCC._stable_ids, _mbscc._run_marked
+
+    def timed(name: str, fn: Any) -> Any:
+        def wrapper(*a: Any, **kw: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                parts[name] = parts.get(name, 0.0) + time.perf_counter() - start
+
+        return wrapper
+
+    def merge(agg: Any, *a: Any, **kw: Any) -> int:
+        pc, marked, entries = agg.point_cluster, marks[-1], int(agg.W.nnz)
+        fresh = np.zeros(agg.n_clusters, bool)
+        fresh[pc[marked]] = True
+        start = time.perf_counter()
+        merged = real_merge(agg, *a, **kw)
+        rows.append(
+            {
+                "clusters": int(fresh.size),
+                "entries": entries,
+                "marked_clusters": round(float(fresh.mean()), 3),
+                "marked_points": round(float(marked.mean()), 3),
+                "seconds": round(time.perf_counter() - start, 4),
+            }
+        )
+        return merged
+
+    def add(knn: Any, *a: Any, **kw: Any) -> np.ndarray:
+        marks.append(real_add(knn, *a, **kw))
+        return marks[-1]
+
+    def next_marks(*a: Any, **kw: Any) -> np.ndarray:
+        marks.append(real_marks(*a, **kw))
+        return marks[-1]
+
+    old_rounds = est._rounds
+    _rounds.Agglomerator.merge = merge
+    _mbscc._next_marks = next_marks
+    _mbscc._KnnLists.add = timed("k-NN lists", add)
+    _mbscc.MBSCC._stable_ids = timed("stable ids", real_ids)
+    _mbscc._run_marked = timed("rounds", real_run)
+    try:
+        start = time.perf_counter()
+        est.partial_fit(Xd[args.n : args.n + args.batch])
+        total = time.perf_counter() - start
+    finally:
+        _rounds.Agglomerator.merge = real_merge
+        _mbscc._next_marks, _mbscc._KnnLists.add = real_marks, real_add
+        _mbscc.MBSCC._stable_ids, _mbscc._run_marked = real_ids, real_run
+    print(f"{_machine()}; load {os.getloadavg()[0]:.2f}")
+    print(f"# command: python bench/bench_cluster.py levels --n {args.n} --batch {args.batch}")
+    taus = thresholds(1.0, 0.0, est.n_levels, est.schedule)
+    for r, row in enumerate(rows):
+        old, new = old_rounds[r].out, est._rounds[r].out
+        row = {"round": r, "tau": round(float(taus[r]), 4), **row}
+        row["old_partition_kept"] = bool(np.array_equal(old, new[: old.size]))
+        print(json.dumps(row))
+    parts = {k: round(v, 3) for k, v in parts.items()}
+    print(json.dumps({"batch_seconds": round(total, 3), **parts}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -397,6 +512,10 @@ def main() -> None:
     p = sub.add_parser("marking")
     p.add_argument("--batches", nargs="+", type=int, default=[10, 100, 1000])
     p.set_defaults(func=marking)
+    p = sub.add_parser("levels")
+    p.add_argument("--n", type=int, default=99_000)
+    p.add_argument("--batch", type=int, default=1000)
+    p.set_defaults(func=levels)
     p = sub.add_parser("defaults")
     p.add_argument("--sizes", nargs="+", type=int, default=[5_000, 20_000])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])

@@ -588,7 +588,7 @@ def _checkpoint_path(state_dir: Path, collection: str) -> Path:
 
 # The append-only matrices of the state, kept out of the pickle (er/_checkpoint.py).
 _ROW_LOGS = (
-    RowLog("points", ("core", "_knn", "X")),
+    RowLog("points", ("core", "_knn", "X"), rows_attr="_n"),
     RowLog("vectors", ("index", "_X"), rows_attr="_n"),
 )
 

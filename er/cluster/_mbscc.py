@@ -54,9 +54,31 @@ class _KnnLists:
 
     def __init__(self, k: int, dim: int) -> None:
         self.k = k
+        # rows 0.._n-1 of X are the points; the rest is room to grow, so that a batch
+        # does not copy every earlier row (400 MB per batch at 100k x 1,024-d)
         self.X = np.zeros((0, dim), np.float32)
+        self._n = 0
         self.idx = np.zeros((0, k), np.int64)
         self.sim = np.zeros((0, k), np.float32)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("_n", state["X"].shape[0])  # pickles from before the spare room
+        self.__dict__.update(state)
+
+    @property
+    def points(self) -> NDArray[np.float32]:
+        """(n, d) the points so far, in arrival order (a view)."""
+        return self.X[: self._n]
+
+    def _grow(self, rows: NDArray[np.float32]) -> None:
+        """Append rows, doubling the room when it runs out."""
+        n1 = self._n + rows.shape[0]
+        if n1 > self.X.shape[0]:
+            room = np.empty((max(n1, 2 * self.X.shape[0]), self.X.shape[1]), np.float32)
+            room[: self._n] = self.X[: self._n]
+            self.X = room
+        self.X[self._n : n1] = rows
+        self._n = n1
 
     def add(
         self,
@@ -70,10 +92,10 @@ class _KnnLists:
         ``neighbors`` = (idx, sim), each (b, w): the new rows' neighbours among all
         points so far, from the caller's index; without it the lists are exact.
         """
-        n0 = self.X.shape[0]
+        n0 = self._n
         self._touched: list[NDArray[np.int64]] = []
-        self.X = np.vstack([self.X, rows])
-        n1 = self.X.shape[0]
+        self._grow(rows)
+        n1 = self._n
         if neighbors is not None:
             new_idx, new_sim = self._take_given(*neighbors, n0)
             return self._append(new_idx, new_sim, n0)
@@ -99,17 +121,18 @@ class _KnnLists:
         idx : ndarray of int64, shape (stop - start, k)
         sim : ndarray of float32, shape (stop - start, k)
         """
-        Q = self.X[start:stop]
+        X = self.points
+        Q = X[start:stop]
         d = Q.shape[1]
-        S = Q @ self.X.T  # (b, n1) screen; the rows' own columns are all >= n0
+        S = Q @ X.T  # (b, n1) screen; the rows' own columns are all >= n0
         self._merge_old(S[:, :n0], Q, start, screen_slack(d))
-        return screened_top_k(S, Q, self.X, k, exclude=np.arange(start, stop))
+        return screened_top_k(S, Q, X, k, exclude=np.arange(start, stop))
 
     def _append(self, new_idx: NDArray, new_sim: NDArray, n0: int) -> NDArray[np.bool_]:
         """Store the new rows' lists; U(0) as in :meth:`add`."""
         self.idx = np.vstack([self.idx, new_idx])
         self.sim = np.vstack([self.sim, new_sim])
-        marked = np.zeros(self.X.shape[0], bool)
+        marked = np.zeros(self._n, bool)
         marked[n0:] = True
         marked[new_idx[new_idx >= 0]] = True
         for rows_touched in self._touched:
@@ -175,12 +198,12 @@ class _KnnLists:
             return
         new, at = np.nonzero(S_old[:, cols] >= kth[cols] - slack)
         old = cols[at]
-        exact = pair_similarities(Q[new], self.X[old])
+        exact = pair_similarities(Q[new], self.X[old])  # old < n0 <= _n
         beats = exact >= kth[old]
         self._merge_pairs(old[beats], first_new + new[beats], exact[beats])
 
     def graph(self) -> Any:
-        n = self.X.shape[0]
+        n = self._n
         ok = self.idx >= 0
         rows = np.repeat(np.arange(n), self.k).reshape(n, self.k)[ok]
         return as_graph((rows, self.idx[ok], self.sim[ok]), n, distinct=True)
@@ -286,17 +309,17 @@ class MBSCC:
                 f"X has {rows.shape[1]} columns; this MBSCC was fitted on {self._knn.X.shape[1]}."
             )
         if neighbors is not None:  # checked before any state changes
-            n0 = self._knn.X.shape[0]
+            n0 = self._knn._n
             neighbors = check_neighbors(*neighbors, n0, n0 + rows.shape[0])
         self._point_ids = np.r_[self._point_ids, self._take_ids(rows.shape[0])]
         marked = self._knn.add(rows, neighbors)
         taus = thresholds(self.tau_max, self.tau_min, self.n_levels, self.schedule)
-        vectors = self._knn.X if self.linkage == "centroid" else None
+        vectors = self._knn.points if self.linkage == "centroid" else None
         agg = Agglomerator(self._knn.graph(), self.linkage, vectors)
         if self.marking == "exact" or not partial:
             marked = np.ones_like(marked)
         self._rounds = _run_marked(agg, taus, marked, getattr(self, "_rounds", None))
-        self.hierarchy_ = agg.finish(self.algorithm, get_params(self), self._knn.X.shape[0])
+        self.hierarchy_ = agg.finish(self.algorithm, get_params(self), self._knn._n)
         M = self.hierarchy_.leaf_membership()
         self.node_ids_ = self._stable_ids(self.hierarchy_, M)
         state = _Snapshot.of(self.hierarchy_, self.node_ids_, sizes=np.diff(M.indptr))
@@ -409,7 +432,7 @@ class MBSCC:
         """
         prev = self._prev
         rows = prev.row_of(q)
-        overlap = _overlaps(now, v - n, prev, rows)
+        overlap = _level_overlaps(now, v - n, prev, rows, n)
         keep = 2 * overlap > prev.size[rows]
         v, q, overlap = v[keep], q[keep], overlap[keep]
         if v.size == 0:
@@ -506,29 +529,22 @@ def _set_hashes(indices: NDArray[np.int64], indptr: NDArray[np.int64]) -> NDArra
     return out
 
 
-def _overlaps(a: _Members, a_rows: NDArray, b: _Members, b_rows: NDArray) -> NDArray[np.int64]:
-    """|a[a_rows[i]] & b[b_rows[i]]| per pair i, shape (pairs,).
+def _level_overlaps(
+    a: _Members, a_rows: NDArray, b: _Members, b_rows: NDArray, n_points: int
+) -> NDArray[np.int64]:
+    """|a[a_rows[i]] & b[b_rows[i]]| per pair i, shape (pairs,), for disjoint a-sets.
 
-    The smaller set of each pair is looked up in the larger (all pairs at once: pair
-    i's points are shifted by i * span so one sorted array holds every larger set).
+    The clusters ``a_rows`` belong to one level, so no point is in two of them: an
+    owner array (point -> a-row) answers "is this point of b's set in the paired
+    a-set" with one gather per point of the b-sets, no sorting.
     """
-    small_a = a.size[a_rows] <= b.size[b_rows]
-    span = np.int64(max(a.indices.max(initial=0), b.indices.max(initial=0)) + 1)
-    pairs = np.arange(a_rows.size, dtype=np.int64)
-
-    def side(m: _Members, rows: NDArray, which: NDArray) -> tuple[NDArray, NDArray]:
-        pos, slot = row_entries(m.indptr, rows[which])
-        return pairs[which][slot] * span + m.indices[pos], pairs[which][slot]
-
-    sa, sa_pair = side(a, a_rows, small_a)
-    sb, sb_pair = side(b, b_rows, ~small_a)
-    la, _ = side(a, a_rows, ~small_a)
-    lb, _ = side(b, b_rows, small_a)
-    # each part is sorted (pairs in order, points sorted): the stable sort merges two runs
-    large = np.sort(np.r_[la, lb], kind="stable")
-    small, small_pair = np.r_[sa, sb], np.r_[sa_pair, sb_pair]
-    hit = _find_sorted(large, small) >= 0
-    return np.bincount(small_pair[hit], minlength=a_rows.size).astype(np.int64)
+    owner = np.full(n_points, -1, np.int64)
+    rows = np.unique(a_rows)
+    pos, slot = row_entries(a.indptr, rows)
+    owner[a.indices[pos]] = rows[slot]
+    pos, pair = row_entries(b.indptr, b_rows)
+    hit = owner[b.indices[pos]] == a_rows[pair]
+    return np.bincount(pair[hit], minlength=a_rows.size).astype(np.int64)
 
 
 def _find_sorted(keys: NDArray[np.int64], at: NDArray[np.int64]) -> NDArray[np.int64]:

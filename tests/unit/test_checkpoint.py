@@ -121,10 +121,10 @@ def test_the_pipeline_state_saved_and_loaded_steps_like_one_never_saved(tmp_path
         _step(kept, X)
         _step(reloaded, X)
         _save_state(path, reloaded)
-        before = reloaded.core._knn.X.shape[0]
+        before = reloaded.core._knn.points.shape[0]
         reloaded = _load_state(path, config)
         assert reloaded.rows_saved == {"points": before, "vectors": before}
-        np.testing.assert_array_equal(reloaded.core._knn.X, kept.core._knn.X)
+        np.testing.assert_array_equal(reloaded.core._knn.points, kept.core._knn.points)
         np.testing.assert_array_equal(reloaded.index.vectors, kept.index.vectors)
         np.testing.assert_array_equal(reloaded.core.node_ids_, kept.core.node_ids_)
         for name in ("node_id", "size", "edges_added", "edges_retired", "retired"):
@@ -133,7 +133,7 @@ def test_the_pipeline_state_saved_and_loaded_steps_like_one_never_saved(tmp_path
             )
     # the pickle holds neither copy of the vectors
     whole = len(pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL))
-    assert path.stat().st_size < whole - 2 * kept.core._knn.X.nbytes + 4096
+    assert path.stat().st_size < whole - 2 * kept.core._knn.points.nbytes + 4096
 
 
 def test_a_checkpoint_from_before_the_row_logs_loads_and_saves(tmp_path) -> None:
@@ -145,7 +145,7 @@ def test_a_checkpoint_from_before_the_row_logs_loads_and_saves(tmp_path) -> None
     del state.__dict__["rows_saved"]
     dump_atomic(path, state)
     old = _load_state(path, {"algorithm": "mbscc", "params": {}})
-    np.testing.assert_array_equal(old.core._knn.X, state.core._knn.X)
+    np.testing.assert_array_equal(old.core._knn.points, state.core._knn.points)
     _save_state(path, old)
     again = _load_state(path, {"algorithm": "mbscc", "params": {}})
     np.testing.assert_array_equal(again.index.vectors, state.index.vectors)

@@ -241,11 +241,16 @@ class EmbeddedFalkorDB:
             tail = int(info.get("aof_current_size", 0)) - int(info.get("aof_base_size", 0))
             if tail < _COMPACT_ABOVE:
                 return
-            client.bgrewriteaof()
+            if not _rewriting(info):  # the server's own rewrite may be running already
+                try:
+                    client.bgrewriteaof()
+                except redis.exceptions.ResponseError as exc:
+                    if "already in progress" not in str(exc):
+                        raise
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 info = client.info("persistence")
-                if not (info.get("aof_rewrite_in_progress") or info.get("aof_rewrite_scheduled")):
+                if not _rewriting(info):
                     return
                 time.sleep(0.05)
         except redis.exceptions.RedisError as exc:
@@ -440,3 +445,8 @@ class EmbeddedFalkorDB:
             return True
         with socket.socket() as sock:
             return sock.connect_ex(("127.0.0.1", self.bolt_port or 0)) == 0
+
+
+def _rewriting(info: dict[str, Any]) -> bool:
+    """Whether the server is rewriting its append-only file, or has one queued."""
+    return bool(info.get("aof_rewrite_in_progress") or info.get("aof_rewrite_scheduled"))

@@ -109,7 +109,7 @@ def test_bad_neighbors_are_config_errors() -> None:
         m.partial_fit(X[5:], neighbors=(np.array([[1, 1]] * 5), np.zeros((5, 2))))
     with pytest.raises(ConfigError, match="finite"):
         m.partial_fit(X[5:], neighbors=(good_idx, np.full((5, 2), np.nan)))
-    assert m._knn.X.shape[0] == 5 and m._point_ids.size == 5  # refused batches left no trace
+    assert m._knn.points.shape[0] == 5 and m._point_ids.size == 5  # refused batches left no trace
     m.partial_fit(X[5:], neighbors=(good_idx, np.zeros((5, 2), np.float32)))
     assert m.hierarchy_.n_points == 10
 
@@ -142,3 +142,24 @@ def test_screened_search_on_wide_blocks_keeps_exact_lists(
     order = np.argsort(idx, axis=1, kind="stable")
     assert np.array_equal(got_idx, np.take_along_axis(idx, order, 1))
     assert np.array_equal(got_sim, np.take_along_axis(sim, order, 1))
+
+
+def test_a_pickle_from_before_the_spare_rows_goes_on_like_one_kept_in_memory() -> None:
+    """Points used to be stored exactly (no room to grow, no count): such a pickle
+    loads, and the next batches give the same hierarchy and delta as the kept one."""
+    import pickle
+
+    X = np.random.default_rng(3).standard_normal((90, 6))
+    kept = MBSCC(k=4).partial_fit(X[:30])
+    old = pickle.loads(pickle.dumps(kept))
+    old._knn.X = old._knn.points.copy()  # exactly the points, as older versions kept them
+    del old._knn.__dict__["_n"]
+    old = pickle.loads(pickle.dumps(old))
+    assert old._knn.points.shape == (30, 6)
+    for s in (30, 60):
+        kept.partial_fit(X[s : s + 30])
+        old.partial_fit(X[s : s + 30])
+        np.testing.assert_array_equal(old.node_ids_, kept.node_ids_)
+        np.testing.assert_array_equal(old.hierarchy_.edges, kept.hierarchy_.edges)
+        np.testing.assert_array_equal(old.delta_.edges_added, kept.delta_.edges_added)
+    np.testing.assert_array_equal(old._knn.points, normalize_rows(X).astype(np.float32))
