@@ -47,9 +47,8 @@ def best_neighbors(
         return nn, best
     starts = G.indptr[rows]
     best[rows] = np.maximum.reduceat(values, starts)
-    row_of = np.repeat(np.arange(m), counts)
     # sentinel: the column count, which fits the index type (int32 or int64)
-    cand = np.where(values == best[row_of], G.indices, G.shape[1])
+    cand = np.where(values == np.repeat(best, counts), G.indices, G.shape[1])
     nn[rows] = np.minimum.reduceat(cand, starts)
     return nn, best
 
@@ -101,8 +100,10 @@ class Agglomerator:
     def link_values(self) -> NDArray[np.float64]:
         """Linkage of every stored edge, aligned with ``W.data``."""
         W = self.W
-        src = np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))
-        return self._values_at(None, src)
+        counts = np.diff(W.indptr)
+        if self.linkage == "average":  # as _values_at, a repeat in place of a gather
+            return W.data / (np.repeat(self.size, counts) * self.size[W.indices])
+        return self._values_at(None, np.repeat(np.arange(W.shape[0]), counts))
 
     def _values_at(
         self, pos: NDArray[np.int64] | None, src: NDArray[np.int64]
