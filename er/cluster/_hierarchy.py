@@ -138,9 +138,34 @@ class Hierarchy:
         return self._propagate(_one_hot(labels, self.n_points), union=False)
 
     def leaf_membership(self) -> sparse.csr_array:
-        """(n_nodes, n_points) 0/1 matrix: ``M[v, i] = 1`` iff leaf i is under v."""
+        """(n_nodes, n_points) 0/1 int8 matrix: ``M[v, i] = 1`` iff leaf i is under v.
+
+        Rows hold their points in increasing order.
+        """
+        if self.is_tree:
+            return self._tree_membership()
         eye = sparse.identity(self.n_points, dtype=np.int8, format="csr")
         return self._propagate(eye, union=True)
+
+    def _tree_membership(self) -> sparse.csr_array:
+        """:meth:`leaf_membership` of a tree: every leaf climbs its ancestor chain, all
+        leaves one step at a time (as many steps as the tree is deep), instead of one
+        sparse product per topological level."""
+        parent = self.parents()
+        point = np.arange(self.n_points, dtype=np.int64)
+        node = point.copy()
+        nodes, points = [node], [point]
+        while node.size:
+            up = parent[node]
+            keep = up >= 0
+            node, point = up[keep], point[keep]
+            nodes.append(node)
+            points.append(point)
+        r, c = np.concatenate(nodes), np.concatenate(points)
+        # the conversion sorts each row's points (a tree gives no pair twice)
+        return sparse.csr_array(
+            (np.ones(r.size, np.int8), (r, c)), shape=(self.n_nodes, self.n_points)
+        )
 
     def _propagate(self, leaf_rows: sparse.csr_array, union: bool) -> sparse.csr_array:
         """Push per-leaf rows up the hierarchy, children before parents.
