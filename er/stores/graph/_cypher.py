@@ -4,6 +4,11 @@ Written in the subset both engines run (MATCH, MERGE, UNWIND, SET, variable-leng
 paths). Values always travel as parameters; each write statement reads its rows
 from its own parameter so that the FalkorDB adapter can chain them into one query.
 Common parameters: ``$collection``, ``$seq`` and ``$algorithm``.
+
+Write rows are lists, read by position (``r[0]``), not maps: FalkorDB takes
+parameters as Cypher text, and a batch's 20,000+ maps with their keys cost a fifth
+more to send, parse and unwind than the same values as lists. Each builder names its
+row layout; :mod:`er.stores.graph._base` builds the rows in that order.
 """
 
 from __future__ import annotations
@@ -49,14 +54,15 @@ def node_key(collection: str, node_id: int) -> str:
 
 
 def retire_edges_cypher() -> str:
+    # Rows: [child, parent].
     # `since < $seq` keeps a replay of this batch from retiring the edges it adds.
     # Written `p.since + 0` so that FalkorDB does not answer the row from the PARENT
     # (since, until) index (a range scan over every edge older than the batch, for
     # each row) but walks the child's few parent edges: 3-4x faster at 10k mentions.
     return (
         "UNWIND $retire_edge_rows AS r "
-        "MATCH (c:Node {key: $prefix + toString(r.c)})"
-        "-[p:PARENT]->(q:Node {key: $prefix + toString(r.p)}) "
+        "MATCH (c:Node {key: $prefix + toString(r[0])})"
+        "-[p:PARENT]->(q:Node {key: $prefix + toString(r[1])}) "
         "WHERE p.until IS NULL AND p.since + 0 < $seq "
         "SET p.until = $seq"
     )
@@ -70,10 +76,15 @@ VERSIONED = ("size", "score", "level_lo", "level_hi")
 # A null score in ``prev_score`` (node lists cannot hold null); never a real score:
 # deltas send NaN scores as null.
 NULL_SCORE = "0.0 / 0.0"
+# The items of a node row, in order (mention rows only carry the external id).
+NODE_ROW = ("id", *VERSIONED, "external_id")
 
 
 def upsert_nodes_cypher(label: str, rows_param: str) -> str:
     """Create or update nodes, stamped with ``$seq``.
+
+    Rows: ``[id, size, score, level_lo, level_hi]``, and for mentions the record's
+    external id (null when unknown) as a sixth item (:data:`NODE_ROW`).
 
     A node lives in intervals ``lives_since[k] <= b < lives_until[k]`` (parallel
     lists; the open interval ends at ``$open``): an id that was retired and comes
@@ -98,7 +109,7 @@ def upsert_nodes_cypher(label: str, rows_param: str) -> str:
         raise ValueError(f"unknown node label {label!r}")
     leaf = "true" if label == "Mention" else "false"
     newer = "n.stamp <= $seq"
-    attrs = {"size": "r.s", "score": "r.c", "level_lo": "r.lo", "level_hi": "r.hi"}
+    attrs = {k: f"r[{NODE_ROW.index(k)}]" for k in VERSIONED}
     changed = "n.stamp < $seq"
     # Items of one SET see the values from before it on FalkorDB and the earlier items'
     # writes on Neo4j; the history items come first and read only attributes written
@@ -116,13 +127,14 @@ def upsert_nodes_cypher(label: str, rows_param: str) -> str:
     )
     reopen = "n.lives_until[-1] <= $seq"  # retired at or before this batch: back to life
     # a mention's record id, when the caller knows it; never erased by a later write
-    ext = ", n.external_id = coalesce(r.x, n.external_id)" if label == "Mention" else ""
+    x = f"r[{NODE_ROW.index('external_id')}]"
+    ext = f", n.external_id = coalesce({x}, n.external_id)" if label == "Mention" else ""
     # Branch-wise SETs instead of one trailing SET: same effect, and FalkorDB
     # skips a pass over the rows (about a third of the node upsert time).
     return (
         f"UNWIND ${rows_param} AS r "
-        f"MERGE (n:Node:{label} {{key: $prefix + toString(r.i)}}) "
-        f"ON CREATE SET n.collection = $collection, n.id = r.i, n.leaf = {leaf}, "
+        f"MERGE (n:Node:{label} {{key: $prefix + toString(r[0])}}) "
+        f"ON CREATE SET n.collection = $collection, n.id = r[0], n.leaf = {leaf}, "
         f"n.lives_since = [$seq], n.lives_until = [$open], n.stamp = $seq, {on_create}{ext} "
         f"ON MATCH SET "
         f"n.lives_since = CASE WHEN {reopen} THEN n.lives_since + $seq ELSE n.lives_since END, "
@@ -132,6 +144,7 @@ def upsert_nodes_cypher(label: str, rows_param: str) -> str:
 
 
 def retire_nodes_cypher() -> str:
+    # Rows: node ids.
     # Close the open interval; a replay of an older batch finds it closed or younger.
     return (
         "UNWIND $retire_node_rows AS i "
@@ -142,10 +155,12 @@ def retire_nodes_cypher() -> str:
 
 
 def add_edges_cypher() -> str:
+    # Rows: [child, parent].
     # MERGE on (child, parent, since) makes a replayed batch a no-op.
     return (
         "UNWIND $add_edge_rows AS r "
-        "MATCH (c:Node {key: $prefix + toString(r.c)}), (q:Node {key: $prefix + toString(r.p)}) "
+        "MATCH (c:Node {key: $prefix + toString(r[0])}), "
+        "(q:Node {key: $prefix + toString(r[1])}) "
         "MERGE (c)-[p:PARENT {since: $seq}]->(q)"
     )
 
@@ -156,6 +171,7 @@ def entity_key_expr(var: str) -> str:
 
 
 def mint_entities_cypher() -> str:
+    # Rows: entity ids.
     # Entity ids are never reused, so an entity has one life: since .. until.
     return (
         "UNWIND $minted_entity_rows AS e "
@@ -165,6 +181,7 @@ def mint_entities_cypher() -> str:
 
 
 def retire_entities_cypher() -> str:
+    # Rows: entity ids.
     # `since < $seq`: a replay of the batch that minted it never retires it.
     return (
         "UNWIND $retired_entity_rows AS e "
@@ -175,43 +192,48 @@ def retire_entities_cypher() -> str:
 
 
 def leave_entities_cypher() -> str:
+    # Rows: [mention, entity].
     # Close the open membership; memberships opened by this batch stay open on replay.
     return (
         "UNWIND $left_entity_rows AS r "
-        "MATCH (m:Node {key: $prefix + toString(r.m)})"
-        f"-[i:IN_ENTITY]->(x:Entity {{key: {entity_key_expr('r.e')}}}) "
+        "MATCH (m:Node {key: $prefix + toString(r[0])})"
+        f"-[i:IN_ENTITY]->(x:Entity {{key: {entity_key_expr('r[1]')}}}) "
         "WHERE i.until IS NULL AND i.since < $seq "
         "SET i.until = $seq"
     )
 
 
 def join_entities_cypher() -> str:
+    # Rows: [mention, entity].
     # MERGE on (mention, entity, since) makes a replayed batch a no-op.
     return (
         "UNWIND $joined_entity_rows AS r "
-        "MATCH (m:Node {key: $prefix + toString(r.m)}), "
-        f"(x:Entity {{key: {entity_key_expr('r.e')}}}) "
+        "MATCH (m:Node {key: $prefix + toString(r[0])}), "
+        f"(x:Entity {{key: {entity_key_expr('r[1]')}}}) "
         "MERGE (m)-[:IN_ENTITY {since: $seq}]->(x)"
     )
 
 
 def entity_events_cypher() -> str:
+    # Rows: [old entity, new entity, kind].
     return (
         "UNWIND $entity_event_rows AS r "
-        f"MATCH (a:Entity {{key: {entity_key_expr('r.a')}}}), "
-        f"(b:Entity {{key: {entity_key_expr('r.b')}}}) "
-        "MERGE (a)-[:BECAME {batch: $seq, kind: r.k}]->(b)"
+        f"MATCH (a:Entity {{key: {entity_key_expr('r[0]')}}}), "
+        f"(b:Entity {{key: {entity_key_expr('r[1]')}}}) "
+        "MERGE (a)-[:BECAME {batch: $seq, kind: r[2]}]->(b)"
     )
 
 
 def near_edges_cypher() -> str:
+    # Rows: [mention, neighbour, cosine].
     # A mention's k-NN edges are written once, by the batch that brought the mention:
     # vectors never change, so neither do their similarities.
     return (
         "UNWIND $near_rows AS r "
-        "MATCH (a:Node {key: $prefix + toString(r.a)}), (b:Node {key: $prefix + toString(r.b)}) "
+        "MATCH (a:Node {key: $prefix + toString(r[0])}), "
+        "(b:Node {key: $prefix + toString(r[1])}) "
         "MERGE (a)-[n:NEAR]->(b) "
-        "ON CREATE SET n.sim = r.s, n.since = $seq"
+        "ON CREATE SET n.sim = r[2], n.since = $seq"
     )
 
 
