@@ -32,9 +32,10 @@ from er.stores.graph import EmbeddedFalkorDB, FalkorDBStore
 from er.stores.graph import _cypher as cy
 from er.stores.graph._base import _node_rows
 
+# rows are lists in cy.NODE_ROW order: [id, size, score, level_lo, level_hi]
 COMPARE = (
-    "n.stamp < $seq AND (n.size <> r.s OR n.level_lo <> r.lo OR n.level_hi <> r.hi "
-    "OR NOT coalesce(n.score = r.c, n.score IS NULL AND r.c IS NULL))"
+    "n.stamp < $seq AND (n.size <> r[1] OR n.level_lo <> r[3] OR n.level_hi <> r[4] "
+    "OR NOT coalesce(n.score = r[2], n.score IS NULL AND r[2] IS NULL))"
 )
 
 
@@ -43,7 +44,7 @@ def variants() -> dict[str, str]:
     overwrite = re.sub(r"n\.prev_\w+ = CASE WHEN .*? ELSE n\.prev_\w+ END, ", "", lists)
     assert "prev_" not in overwrite
     version_node = (
-        "UNWIND $rows AS r MATCH (n:Node {key: $prefix + toString(r.i)}) WHERE n.stamp < $seq "
+        "UNWIND $rows AS r MATCH (n:Node {key: $prefix + toString(r[0])}) WHERE n.stamp < $seq "
         "CREATE (n)-[:WAS]->(:NodeVersion {until: $seq, size: n.size, score: n.score, "
         "level_lo: n.level_lo, level_hi: n.level_hi}) WITH count(*) AS _done "
         + overwrite.replace("UNWIND $rows", "UNWIND $rows_again")
