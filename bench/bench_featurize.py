@@ -24,7 +24,7 @@ from scipy.cluster.hierarchy import fcluster
 from er.cluster import MBSCC
 from er.demo import febrl_records
 from er.evaluation import bcubed, cut_at_score, pairwise_prf
-from er.featurize import featurize, infer_config
+from er.featurize import DEFAULT_DIM, featurize, infer_config
 from er.pipeline import DEFAULT_ENTITY_CUT
 
 
@@ -92,7 +92,9 @@ def main() -> None:
             for d in (256, 512, 1024, 4096)
         ]
     else:
-        jobs = [(n, 1024, [DEFAULT_ENTITY_CUT]) for n in ("dataset1", "dataset2", "dataset4")]
+        jobs = [
+            (n, DEFAULT_DIM, [DEFAULT_ENTITY_CUT]) for n in ("dataset1", "dataset2", "dataset4")
+        ]
     for name, dim, cuts in jobs:
         print(
             json.dumps(
