@@ -10,6 +10,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 _NONE = -1
+# Root paths kept for reuse (see _Tree.root_path): a few MB at depth ~400.
+_KEPT_PATHS = 2048
 
 
 class _Tree:
@@ -41,6 +43,13 @@ class _Tree:
         # per-batch outputs cost the changed paths, not the whole tree.
         self._dirty: list[int] = []
         self._resummed: list[NDArray[np.int64]] = []
+        # Root paths computed lately (serial -> path), and for each node the serial of
+        # the last one through it and its index there; see root_path.
+        self._paths: dict[int, tuple[NDArray[np.int64], int]] = {}  # (path, _links then)
+        self._serial = 0
+        self._links = 0  # link edits so far
+        self._path_of = np.full(capacity, _NONE, np.int64)
+        self._index_in = np.zeros(capacity, np.int64)
 
     def _grow(self) -> None:
         cap = 2 * self.parent.shape[0]
@@ -59,6 +68,9 @@ class _Tree:
         self.point_of[self.n_nodes :] = _NONE
         self.height = np.resize(self.height, cap)
         self.score = np.resize(self.score, cap)
+        self._path_of = np.resize(self._path_of, cap)
+        self._path_of[self.n_nodes :] = _NONE
+        self._index_in = np.resize(self._index_in, cap)
 
     def new_node(self, vec: NDArray[np.float64], count: int, point: int = _NONE) -> int:
         if self.n_nodes == self.parent.shape[0]:
@@ -116,37 +128,80 @@ class _Tree:
         return False
 
     def lca(self, a: int, b: int) -> int:
-        """Lowest common ancestor, climbing from both sides in turn.
+        """Lowest common ancestor of a and b (a itself if it is an ancestor of b)."""
+        return self.meet(a, b)[0]
 
-        Costs the distance to the LCA rather than to the root: the first node one climb
-        finds on the other's path is the LCA, since the other climb, had it passed a
-        lower common node, would have stopped there first.
+    def meet(self, a: int, b: int) -> tuple[int, NDArray[np.int64], NDArray[np.int64]]:
+        """Lowest common ancestor of a and b, and the paths up to it from each side.
+
+        Returns
+        -------
+        lca : int
+        from_a, from_b : ndarray of int64, shapes (da,) and (db,)
+            a and its ancestors below the LCA, nearest first (empty if a is the LCA);
+            the same from b.
         """
-        up, seen_a, seen_b = self.up, {a}, {b}
-        while True:
-            if a in seen_b:
-                return a
-            if b in seen_a:
-                return b
-            if up[a] != _NONE:
-                a = up[a]
-                seen_a.add(a)
-            if up[b] != _NONE:
-                b = up[b]
-                seen_b.add(b)
+        pa, pb = self.root_path(a), self.root_path(b)
+        # A node's depth is its distance to the root, so aligned from the root end the
+        # two paths hold the same nodes from the root down to the LCA, then differ.
+        k = min(pa.size, pb.size)
+        j = int(np.argmax(pa[pa.size - k :] == pb[pb.size - k :]))
+        return int(pa[pa.size - k + j]), pa[: pa.size - k + j], pb[: pb.size - k + j]
+
+    def root_path(self, v: int) -> NDArray[np.int64]:
+        """v and its ancestors, nearest first; shape (depth of v + 1,).
+
+        A climb costs a Python step per node, and every insertion climbs to the root,
+        hundreds of nodes deep on large trees. So each path found is kept, and a later
+        climb that reaches a node of a kept path takes the rest from it: whole if no
+        link changed since it was kept, else as far as ``parent`` confirms its links
+        (one array read), the climb going on from the present parent of the last node
+        confirmed.
+        """
+        parts, head, up = [], [], self.up
+        while v != _NONE:
+            kept = self._paths.get(int(self._path_of[v]))
+            if kept is None:
+                head.append(v)
+                v = up[v]
+                continue
+            if head:
+                parts.append(np.asarray(head, np.int64))
+                head = []
+            rest = kept[0][self._index_in[v] :]
+            if kept[1] == self._links:  # no link changed since: it still ends at the root
+                if not parts:
+                    return rest  # kept already
+                parts.append(rest)
+                break
+            nxt = self.parent[rest]
+            broken = nxt[:-1] != rest[1:]
+            good = int(broken.argmax()) + 1 if broken.any() else rest.size
+            parts.append(rest[:good])
+            v = int(nxt[good - 1])  # the present parent of the last node confirmed
+        if head:
+            parts.append(np.asarray(head, np.int64))
+        path = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        self._keep_path(path)
+        return path
+
+    def _keep_path(self, path: NDArray[np.int64]) -> None:
+        serial = self._serial
+        self._serial += 1
+        self._paths[serial] = (path, self._links)
+        self._paths.pop(serial - _KEPT_PATHS, None)
+        self._path_of[path] = serial
+        self._index_in[path] = np.arange(path.size)
 
     # -- edits ----------------------------------------------------------------------
-    def path_up(self, v: int, stop: int = _NONE) -> list[int]:
-        """v and its ancestors, nearest first, up to (excluding) stop."""
-        out, up = [], self.up
-        while v != _NONE and v != stop:
-            out.append(v)
-            v = up[v]
-        return out
+    def path_up(self, v: int, stop: int = _NONE) -> NDArray[np.int64]:
+        """v and its ancestors, nearest first, up to (excluding) stop; shape (m,)."""
+        path = self.root_path(v)
+        hit = np.flatnonzero(path == stop) if stop != _NONE else path[:0]
+        return path[: hit[0]] if hit.size else path
 
-    def _add_up(self, v: int, vec: NDArray[np.float64], count: int, stop: int = _NONE) -> None:
-        """Add vec/count to v and its ancestors, up to (excluding) stop."""
-        path = np.asarray(self.path_up(v, stop), np.int64)
+    def _add_up(self, path: NDArray[np.int64], vec: NDArray[np.float64], count: int) -> None:
+        """Add vec/count to the nodes of path, shape (m,)."""
         if path.size == 0:
             return
         rows = self.sums[path] + vec
@@ -157,6 +212,7 @@ class _Tree:
 
     def _link(self, child: int, p: int, slot: int) -> None:
         """Make child the slot-th (0 or 1) child of p, or the root if p is _NONE."""
+        self._links += 1
         self.parent[child] = p
         self.up[child] = p
         if p == _NONE:
@@ -172,25 +228,39 @@ class _Tree:
     def attach_as_sibling(self, v: int, target: int) -> int:
         """Make detached subtree v the sibling of target under a new parent; return it."""
         p = self._join(v, target)
-        self._add_up(self.up[p], self.sums[v], int(self.count[v]))
+        self._add_up(self.root_path(p)[1:], self.sums[v], int(self.count[v]))
         return p
 
-    def move(self, v: int, target: int) -> int:
+    def move(
+        self, v: int, target: int, paths: tuple[NDArray, NDArray] | None = None
+    ) -> int:
         """Detach v and attach it as the sibling of target (disjoint from v); return the
         new parent.
 
         The nodes above both places hold v before and after, so sums and counts change
         only on the two paths below their lowest common ancestor: a graft costs its
         distance, not twice the depth of the tree.
+
+        ``paths``, if the caller knows them: the nodes that lose v (from its grandparent
+        up) and those that gain it (from target's parent up), both to the lowest common
+        ancestor of the two places after the move, exclusive.
         """
         old = self.up[self.up[v]]  # v's grandparent: the old place's first survivor
         self._cut(v)
         p = self._join(v, target)
-        top = _NONE if old == _NONE else self.lca(old, p)
+        if paths is None:
+            paths = self._move_paths(old, p)
         vec, c = self.sums[v], int(self.count[v])
-        self._add_up(old, -vec, -c, top)
-        self._add_up(self.up[p], vec, c, top)
+        self._add_up(paths[0], -vec, -c)
+        self._add_up(paths[1], vec, c)
         return p
+
+    def _move_paths(self, old: int, p: int) -> tuple[NDArray, NDArray]:
+        """The paths of ``move``, from the old place's first survivor and the new parent."""
+        if old == _NONE:
+            return np.zeros(0, np.int64), self.root_path(p)[1:]
+        from_old, from_p = self.meet(old, p)[1:]  # p is never their LCA: it holds v only
+        return from_old, from_p[1:]
 
     def _join(self, v: int, target: int) -> int:
         """Links only: a new parent of target and v, in target's place; sums above unchanged."""
@@ -203,6 +273,7 @@ class _Tree:
     def _cut(self, v: int) -> None:
         """Links only: retire v's parent, its sibling takes the place; sums above unchanged."""
         p = self.up[v]
+        self._links += 1
         self._replace_child(self.up[p], p, self.sib(v))
         self.alive[p] = False
         self.score[p] = np.nan
@@ -211,15 +282,20 @@ class _Tree:
         self.kids[p] = _NONE
         self.down[p] = [_NONE, _NONE]
 
-    def swap(self, a: int, b: int, top: int | None = None) -> None:
+    def swap(self, a: int, b: int, between: NDArray[np.int64] | None = None) -> None:
         """Exchange the places of two disjoint subtrees.
 
-        ``top``, if the caller knows it: the lowest common ancestor of their parents.
+        ``between``, if the caller knows it and b's parent is an ancestor of a's: the
+        nodes from a's parent up to (excluding) b's parent, the only ones whose sums
+        change.
         """
         pa, pb = self.up[a], self.up[b]
-        top = self.lca(pa, pb) if top is None else top
-        self._add_up(pa, self.sums[b] - self.sums[a], int(self.count[b] - self.count[a]), top)
-        self._add_up(pb, self.sums[a] - self.sums[b], int(self.count[a] - self.count[b]), top)
+        if between is None:
+            _, from_a, from_b = self.meet(pa, pb)
+        else:
+            from_a, from_b = between, between[:0]
+        self._add_up(from_a, self.sums[b] - self.sums[a], int(self.count[b] - self.count[a]))
+        self._add_up(from_b, self.sums[a] - self.sums[b], int(self.count[a] - self.count[b]))
         slot_a, slot_b = self.down[pa].index(a), self.down[pb].index(b)
         self._link(b, pa, slot_a)
         self._link(a, pb, slot_b)

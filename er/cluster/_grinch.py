@@ -374,16 +374,18 @@ class Grinch:
         leaf = self._graft_partner(v)
         if leaf == _NONE:
             return _NONE, False
-        start, lca, l = v, t.lca(v, leaf), leaf  # noqa: E741 - the paper's name
+        # v and l climb their paths to the LCA; the tree is unchanged until a graft
+        lca, from_v, from_l = t.meet(v, leaf)
+        start, l, iv, il = v, leaf, 0, 0  # noqa: E741 - the paper's name
         while v != lca and l != lca and t.sib(v) != l:
             if self._too_big(v) or self._too_big(l):
                 break
             self.stats_["graft_attempts"] += 1
             f_vl, f_v, f_l = t.f(v, l), t.f(v, t.sib(v)), t.f(l, t.sib(l))
             if f_vl > max(f_v, f_l):
-                z = self._apply_graft(v, l)
+                z = self._apply_graft(v, l, (from_l[il + 2 :], from_v[iv + 1 :]))
                 if self.restructure:
-                    self._restructure(z, t.lca(z, l))
+                    self._restructure(_path_of_sibling(z, from_l[il + 1 :]))
                 break
             l_moves, v_moves = f_vl < f_l, f_vl < f_v
             if self.single_elimination and l_moves and v_moves:
@@ -391,12 +393,14 @@ class Grinch:
             if not (l_moves or v_moves):
                 break  # ties: neither side prefers its sibling strictly
             if l_moves:
-                l = t.up[l]  # noqa: E741
+                il += 1
+                l = int(from_l[il]) if il < from_l.size else lca  # noqa: E741
             if v_moves:
-                v = t.up[v]
+                iv += 1
+                v = int(from_v[iv]) if iv < from_v.size else lca
         return (lca if v == start else v), False
 
-    def _apply_graft(self, v: int, l: int) -> int:  # noqa: E741 - the paper's name
+    def _apply_graft(self, v: int, l: int, paths: tuple[NDArray, NDArray]) -> int:  # noqa: E741
         """Make l the sibling of v (Eq. 3.6); return l's old sibling z.
 
         The graft moves l. Its old sibling z climbs into the place of l's retired parent
@@ -404,48 +408,50 @@ class Grinch:
         pair, so the restructure starts from z (§3.3.2: "Z be the previous sibling of
         V", V the node just grafted). Read literally, Alg. 6 line 8 takes the sibling of
         the node that stays, whose only aunt below the LCA is the new parent: a no-op.
+        ``paths``: the nodes that lose l and those that gain it (``_Tree.move``).
         """
         t = self._tree
         z = t.sib(l)
-        t.move(l, v)
+        t.move(l, v, paths)
         self._under_cache = None  # the leaf sets changed
         self.stats_["grafts"] += 1
         return z
 
-    def _restructure(self, z: int, r: int) -> None:
-        """Alg. 7: from z up to r, swap z's sibling for a better-matching aunt.
+    def _restructure(self, path: NDArray[np.int64]) -> None:
+        """Alg. 7: from z = ``path[0]`` up to r, swap z's sibling for a better-matching aunt.
 
-        ``aunts[i]`` is the sibling of the i-th node on the path from z up to r, z
-        first. Climbing one step drops the first entry; a swap of z's sibling s with
-        the aunt m exchanges their two entries (the path itself does not move), so the
-        path is walked once per restructure, not once per step.
+        ``path`` holds z and its ancestors below r, nearest first. ``aunts[i]`` is the
+        sibling of ``path[i]``. Climbing one step drops the first entry; a swap of z's
+        sibling s with the aunt m exchanges their two entries (the path itself does not
+        move), so the path is walked once per restructure, not once per step. An aunt
+        lies outside the subtree of the path node it is the sibling of, which holds s:
+        m and s are never nested.
         """
-        t, steps = self._tree, 0
-        aunts = [t.sib(a) for a in t.path_up(z, r)]
-        while z != r and z != _NONE and t.up[z] != _NONE:
+        t = self._tree
+        aunts = _siblings(t, path)
+        # the aunts' own sums never change here (swaps move them whole): read them once
+        sums, norms = t.sums[aunts], t.norm[aunts]
+        for steps in range(path.size):
             if self.restruct_cap is not None and steps >= self.restruct_cap:
                 return
+            z = int(path[steps])
             if self._too_big(z):
                 return
-            # z's sibling s is aunts[0]: one product scores all, f(z, s) = scores[0]
-            scores = t.f_many(np.asarray(aunts[steps:], np.int64), z)
+            # z's sibling s is aunts[steps]: one product scores all, f(z, s) = scores[0]
+            scores = _cosines(sums[steps:], norms[steps:], t.sums[z], t.norm[z])
             j = int(np.argmax(scores))
-            m, s = aunts[steps + j], aunts[steps]
-            if (
-                m != s
-                and scores[0] < scores[j]
-                and not t.is_ancestor(m, s)
-                and not t.is_ancestor(s, m)
-            ):
-                self._apply_swap(s, m)
-                aunts[steps], aunts[steps + j] = m, s
-            z = t.up[z]
-            steps += 1
+            if j > 0 and scores[0] < scores[j]:
+                s, m = int(aunts[steps]), int(aunts[steps + j])
+                # the sums change from s's parent up to (excluding) m's parent
+                self._apply_swap(s, m, path[steps + 1 : steps + j + 1])
+                swap = [steps + j, steps]
+                aunts[[steps, steps + j]] = aunts[swap]
+                sums[[steps, steps + j]] = sums[swap]
+                norms[[steps, steps + j]] = norms[swap]
 
-    def _apply_swap(self, s: int, m: int) -> None:
+    def _apply_swap(self, s: int, m: int, between: NDArray[np.int64]) -> None:
         """Exchange z's sibling s with its better-matching aunt m (Alg. 7, line 7)."""
-        # m is an aunt of z, so its parent is an ancestor of s's: their LCA
-        self._tree.swap(s, m, top=self._tree.up[m])
+        self._tree.swap(s, m, between)
         self._under_cache = None
         self.stats_["restructures"] += 1
 
@@ -518,6 +524,43 @@ class Grinch:
     def _check_fitted(self) -> None:
         if not hasattr(self, "_tree"):
             raise NotFittedError("This Grinch instance is not fitted yet; call fit.")
+
+
+def _path_of_sibling(z: int, above_l: NDArray[np.int64]) -> NDArray[np.int64]:
+    """z and its ancestors below the graft's LCA, once z took the place of l's parent.
+
+    ``above_l``: l's ancestors below the LCA before the graft, nearest first. If l's
+    parent was the LCA itself, the graft retired it and put z above l: no path.
+    """
+    if above_l.size == 0:
+        return above_l
+    return np.concatenate((np.asarray([z], np.int64), above_l[1:]))
+
+
+def _cosines(
+    sums: NDArray[np.float64], norms: NDArray[np.float64], vec: NDArray[np.float64], norm: float
+) -> NDArray[np.float64]:
+    """Centroid cosine of nodes with a node, from their sums, as ``_Tree.f_many``.
+
+    Parameters
+    ----------
+    sums : ndarray of float64, shape (m, d)
+    norms : ndarray of float64, shape (m,)
+    vec : ndarray of float64, shape (d,)
+    norm : float
+
+    Returns
+    -------
+    ndarray of float64, shape (m,)
+    """
+    denom = norms * norm
+    return (sums @ vec) / np.where(denom > 0, denom, 1.0)
+
+
+def _siblings(t: _Tree, nodes: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The sibling of each of ``nodes`` (none the root); shape (m,)."""
+    kids = t.kids[t.parent[nodes]]
+    return np.where(kids[:, 0] == nodes, kids[:, 1], kids[:, 0])
 
 
 def _unit_rows(X: Any) -> Any:

@@ -46,18 +46,18 @@ def _sib(g: Grinch, v: int) -> int:
 class _Recording(Grinch):
     """Grinch that checks each graft and swap against the oracle as it happens."""
 
-    def _apply_graft(self, v: int, l: int) -> int:  # noqa: E741
+    def _apply_graft(self, v: int, l: int, paths: tuple) -> int:  # noqa: E741
         before = max(_linkage(self, v, _sib(self, v)), _linkage(self, l, _sib(self, l)))
-        z = super()._apply_graft(v, l)
+        z = super()._apply_graft(v, l, paths)
         assert _sib(self, v) == l  # l now sits next to v
         after = _linkage(self, v, l)
         self.moves.append(("graft", before, after))
         return z
 
-    def _apply_swap(self, s: int, m: int) -> None:
+    def _apply_swap(self, s: int, m: int, between: np.ndarray) -> None:
         z = _sib(self, s)
         before = _linkage(self, z, s)
-        super()._apply_swap(s, m)
+        super()._apply_swap(s, m, between)
         assert _sib(self, z) == m  # z's new sibling is the aunt
         self.moves.append(("swap", before, _linkage(self, z, m)))
 
