@@ -231,9 +231,7 @@ class _Tree:
         self._add_up(self.root_path(p)[1:], self.sums[v], int(self.count[v]))
         return p
 
-    def move(
-        self, v: int, target: int, paths: tuple[NDArray, NDArray] | None = None
-    ) -> int:
+    def move(self, v: int, target: int, paths: tuple[NDArray, NDArray] | None = None) -> int:
         """Detach v and attach it as the sibling of target (disjoint from v); return the
         new parent.
 
@@ -319,26 +317,31 @@ class _Tree:
         return self.height[: self.n_nodes], self.score[: self.n_nodes]
 
     def _update_heights(self, dirty: NDArray[np.int64]) -> None:
-        """From each node whose children changed, climb while the height it sets changes.
+        """From the nodes whose children changed, climb while the heights they set change.
 
-        Any order reaches the fixed point: a node computed before one of its changed
-        children is computed again when that child's climb reaches it.
+        A round recomputes a set of nodes at once, and the parents of those that changed
+        form the next round. A node computed before one of its changed children is
+        computed again in the round after that child's, so the last value each node gets
+        is its height in the present tree, whatever the order.
         """
-        h, down, up, alive = self.height, self.down, self.up, self.alive
-        for v in dirty.tolist():
-            while v != _NONE and alive[v]:
-                a, b = down[v]
-                new = 0 if a == _NONE else 1 + max(h[a], h[b])
-                if new == h[v]:
-                    break
-                h[v] = new
-                v = up[v]
+        h, kids, parent, alive = self.height, self.kids, self.parent, self.alive
+        v = dirty[alive[dirty]]
+        while v.size:
+            a, b = kids[v, 0], kids[v, 1]
+            new = np.where(a == _NONE, 0, 1 + np.maximum(h[a], h[b]))
+            changed = new != h[v]
+            v = v[changed]
+            h[v] = new[changed]
+            v = parent[v]
+            v = np.unique(v[v != _NONE])
 
     def _update_scores(self, touched: NDArray[np.int64]) -> None:
         """Rescore touched nodes and their parents (whose children's sums moved)."""
-        v = np.unique(touched)
-        v = np.unique(np.r_[v, self.parent[v]])
-        v = v[v != _NONE]
+        mark = np.zeros(self.n_nodes, bool)
+        mark[touched] = True
+        up = self.parent[touched]
+        mark[up[up != _NONE]] = True
+        v = np.flatnonzero(mark)
         v = v[self.alive[v] & (self.kids[v, 0] != _NONE)]
         a, b = self.kids[v, 0], self.kids[v, 1]
         denom = self.norm[a] * self.norm[b]

@@ -172,6 +172,8 @@ class Grinch:
             neighbors = check_neighbors(*neighbors, n0, n0 + rows.shape[0])
         before = self._snapshot()
         self._append_points(rows)
+        if self._leaf_ids.size < n0 + rows.shape[0]:  # leaf node id of each point
+            self._leaf_ids = np.resize(self._leaf_ids, 2 * (n0 + rows.shape[0]))
         near = self._nearest_earlier(n0, neighbors)
         for i in range(n0, n0 + rows.shape[0]):
             self._insert(i, near[i - n0])
@@ -191,6 +193,7 @@ class Grinch:
         self._points: Any = sparse.csr_array((0, dim)) if is_sparse else np.zeros((0, dim))
         self._buffer = self._points  # dense: _points is a view of its first rows
         self._leaf_of: list[int] = []
+        self._leaf_ids = np.zeros(0, np.int64)  # _leaf_of as an array, grown by doubling
         self._under_cache: tuple[int, NDArray[np.bool_]] | None = None  # see _points_under
         self.n_points_ = 0
         self.stats_ = {"rotations": 0, "graft_attempts": 0, "grafts": 0, "restructures": 0}
@@ -268,14 +271,14 @@ class Grinch:
         t = self._tree
         x = t.new_node(self._point_vec(i), 1, point=i)
         self._leaf_of.append(x)
+        self._leaf_ids[i] = x
         if i == 0:
             t.root = x
             return
         nearest = self._leaf_of[int(near[0])]
         self._candidates = None
         if self.graft_candidates is not None:
-            leaf_of = self._leaf_of
-            self._candidates = np.asarray([leaf_of[j] for j in near.tolist() if j >= 0], np.int64)
+            self._candidates = self._leaf_ids[near[near >= 0]]
         target = nearest if self.mode == "greedy" else self._rotate(x, nearest)
         t.attach_as_sibling(x, target)
         if self.mode == "grinch":
