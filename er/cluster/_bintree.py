@@ -30,7 +30,8 @@ class _Tree:
         self.up: list[int] = []  # parent, as a list
         self.down: list[list[int]] = []  # the two children, as lists
         self.sums = np.zeros((capacity, dim))
-        self.norm = np.zeros(capacity)  # |sums[v]|, kept in step with sums
+        self.norm = np.zeros(capacity)  # |sums[v]|, where not _stale: read through norms()
+        self._stale = np.zeros(capacity, bool)  # sums changed since norm was computed
         self.count = np.zeros(capacity, np.int64)
         self.alive = np.zeros(capacity, bool)
         self.point_of = np.full(capacity, _NONE, np.int64)  # node -> point index, leaves only
@@ -61,6 +62,7 @@ class _Tree:
         sums[: self.n_nodes] = self.sums[: self.n_nodes]
         self.sums = sums
         self.norm = np.resize(self.norm, cap)
+        self._stale = np.resize(self._stale, cap)
         self.count = np.resize(self.count, cap)
         self.alive = np.resize(self.alive, cap)
         self.alive[self.n_nodes :] = False
@@ -79,6 +81,7 @@ class _Tree:
         self.n_nodes += 1
         self.sums[v] = vec
         self.norm[v] = np.sqrt(vec @ vec)
+        self._stale[v] = False
         self.count[v] = count
         self.alive[v] = True
         self.point_of[v] = point
@@ -92,14 +95,34 @@ class _Tree:
     # -- queries ------------------------------------------------------------------
     def f(self, a: int, b: int) -> float:
         """Centroid cosine linkage of two nodes."""
-        denom = self.norm[a] * self.norm[b]
+        denom = self.norm_of(a) * self.norm_of(b)
         return float(self.sums[a] @ self.sums[b] / denom) if denom > 0 else 0.0
 
     def f_many(self, nodes: NDArray[np.int64], b: int) -> NDArray[np.float64]:
         """Centroid cosine of each of ``nodes`` with b; shape (len(nodes),)."""
-        denom = self.norm[nodes] * self.norm[b]
+        denom = self.norms(nodes) * self.norm_of(b)
         # denom 0 means a zero sum, whose dot is 0 too: 0 / 1
         return (self.sums[nodes] @ self.sums[b]) / np.where(denom > 0, denom, 1.0)
+
+    def norms(self, nodes: NDArray[np.int64]) -> NDArray[np.float64]:
+        """|sums| of nodes, shape (len(nodes),); those stale are computed now.
+
+        A path update leaves its norms stale: the nodes near the root change with every
+        insertion and are seldom read. A row's norm does not depend on the rows computed
+        with it, so when it is computed does not change its value.
+        """
+        stale = nodes[self._stale[nodes]]
+        if stale.size:
+            rows = np.take(self.sums, stale, axis=0)
+            self.norm[stale] = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+            self._stale[stale] = False
+        return self.norm[nodes]
+
+    def norm_of(self, v: int) -> float:
+        """|sums[v]|, computed now if stale."""
+        if self._stale[v]:
+            self.norms(np.asarray([v], np.int64))
+        return self.norm[v]
 
     def sib(self, v: int) -> int:
         p = self.up[v]
@@ -204,9 +227,10 @@ class _Tree:
         """Add vec/count to the nodes of path, shape (m,)."""
         if path.size == 0:
             return
-        rows = self.sums[path] + vec
+        rows = np.take(self.sums, path, axis=0)
+        rows += vec
         self.sums[path] = rows
-        self.norm[path] = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+        self._stale[path] = True  # most are not read before their next change
         self.count[path] += count
         self._resummed.append(path)
 
@@ -344,6 +368,6 @@ class _Tree:
         v = np.flatnonzero(mark)
         v = v[self.alive[v] & (self.kids[v, 0] != _NONE)]
         a, b = self.kids[v, 0], self.kids[v, 1]
-        denom = self.norm[a] * self.norm[b]
+        denom = self.norms(a) * self.norms(b)
         dots = np.einsum("ij,ij->i", self.sums[a], self.sums[b])
         self.score[v] = np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)

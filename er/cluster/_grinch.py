@@ -433,7 +433,7 @@ class Grinch:
         t = self._tree
         aunts = _siblings(t, path)
         # the aunts' own sums never change here (swaps move them whole): read them once
-        sums, norms = t.sums[aunts], t.norm[aunts]
+        sums, norms = t.sums[aunts], t.norms(aunts)
         for steps in range(path.size):
             if self.restruct_cap is not None and steps >= self.restruct_cap:
                 return
@@ -441,7 +441,7 @@ class Grinch:
             if self._too_big(z):
                 return
             # z's sibling s is aunts[steps]: one product scores all, f(z, s) = scores[0]
-            scores = _cosines(sums[steps:], norms[steps:], t.sums[z], t.norm[z])
+            scores = _cosines(sums[steps:], norms[steps:], t.sums[z], t.norm_of(z))
             j = int(np.argmax(scores))
             if j > 0 and scores[0] < scores[j]:
                 s, m = int(aunts[steps]), int(aunts[steps + j])

@@ -96,7 +96,8 @@ def _fresh_paths(monkeypatch: pytest.MonkeyPatch) -> None:
 def _state(g: Grinch) -> list[np.ndarray]:
     t, n = g._tree, g._tree.n_nodes
     h = g.hierarchy_
-    return [t.parent[:n], t.count[:n], t.sums[:n], t.norm[:n], h.edges, h.score, h.level_lo]
+    norms = t.norms(np.arange(n))
+    return [t.parent[:n], t.count[:n], t.sums[:n], norms, h.edges, h.score, h.level_lo]
 
 
 @settings(max_examples=30, deadline=None)
