@@ -113,7 +113,7 @@ class _Tree:
         """
         stale = nodes[self._stale[nodes]]
         if stale.size:
-            rows = np.take(self.sums, stale, axis=0)
+            rows = self.sums.take(stale, axis=0)
             self.norm[stale] = np.sqrt(np.einsum("ij,ij->i", rows, rows))
             self._stale[stale] = False
         return self.norm[nodes]
@@ -121,7 +121,9 @@ class _Tree:
     def norm_of(self, v: int) -> float:
         """|sums[v]|, computed now if stale."""
         if self._stale[v]:
-            self.norms(np.asarray([v], np.int64))
+            row = self.sums[v : v + 1]
+            self.norm[v] = np.sqrt(np.einsum("ij,ij->i", row, row)[0])
+            self._stale[v] = False
         return self.norm[v]
 
     def sib(self, v: int) -> int:
@@ -198,8 +200,8 @@ class _Tree:
                 parts.append(rest)
                 break
             nxt = self.parent[rest]
-            broken = nxt[:-1] != rest[1:]
-            good = int(broken.argmax()) + 1 if broken.any() else rest.size
+            broken = (nxt[:-1] != rest[1:]).nonzero()[0]
+            good = int(broken[0]) + 1 if broken.size else rest.size
             parts.append(rest[:good])
             v = int(nxt[good - 1])  # the present parent of the last node confirmed
         if head:
@@ -227,7 +229,7 @@ class _Tree:
         """Add vec/count to the nodes of path, shape (m,)."""
         if path.size == 0:
             return
-        rows = np.take(self.sums, path, axis=0)
+        rows = self.sums.take(path, axis=0)
         rows += vec
         self.sums[path] = rows
         self._stale[path] = True  # most are not read before their next change

@@ -178,7 +178,7 @@ class Grinch:
         for i in range(n0, n0 + rows.shape[0]):
             self._insert(i, near[i - n0])
         self.n_points_ = n0 + rows.shape[0]
-        self.leaf_ids_ = np.asarray(self._leaf_of, np.int64)  # delta node id of each point
+        self.leaf_ids_ = self._leaf_ids[: self.n_points_].copy()  # delta node id of each point
         heights, scores = self._tree.refresh()
         self.delta_ = self._delta_since(before, heights, scores)
         self.hierarchy_ = self._export(heights, scores)
@@ -506,7 +506,7 @@ class Grinch:
     def _export(self, heights: NDArray, scores: NDArray) -> Hierarchy:
         """The tree renumbered to the `er cluster` contract."""
         t = self._tree
-        leaves = np.asarray(self._leaf_of, np.int64)
+        leaves = self._leaf_ids[: self.n_points_]
         internal = np.flatnonzero(t.alive[: t.n_nodes] & (t.point_of[: t.n_nodes] == _NONE))
         new_id = np.full(t.n_nodes, _NONE, np.int64)
         new_id[leaves] = np.arange(leaves.size)
