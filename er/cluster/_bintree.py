@@ -114,7 +114,7 @@ class _Tree:
         stale = nodes[self._stale[nodes]]
         if stale.size:
             rows = self.sums.take(stale, axis=0)
-            self.norm[stale] = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+            self.norm[stale] = np.sqrt(np.einsum("ij,ij->i", rows, rows))  # as _row_norms
             self._stale[stale] = False
         return self.norm[nodes]
 
@@ -306,23 +306,28 @@ class _Tree:
         self.kids[p] = _NONE
         self.down[p] = [_NONE, _NONE]
 
-    def swap(self, a: int, b: int, between: NDArray[np.int64] | None = None) -> None:
-        """Exchange the places of two disjoint subtrees.
-
-        ``between``, if the caller knows it and b's parent is an ancestor of a's: the
-        nodes from a's parent up to (excluding) b's parent, the only ones whose sums
-        change.
-        """
-        pa, pb = self.up[a], self.up[b]
-        if between is None:
-            _, from_a, from_b = self.meet(pa, pb)
-        else:
-            from_a, from_b = between, between[:0]
+    def swap(self, a: int, b: int) -> None:
+        """Exchange the places of two disjoint subtrees, sums and counts kept."""
+        _, from_a, from_b = self.meet(self.up[a], self.up[b])
         self._add_up(from_a, self.sums[b] - self.sums[a], int(self.count[b] - self.count[a]))
         self._add_up(from_b, self.sums[a] - self.sums[b], int(self.count[a] - self.count[b]))
+        self.exchange(a, b)
+
+    def exchange(self, a: int, b: int) -> None:
+        """Links only: a and b (disjoint) trade places; sums above unchanged."""
+        pa, pb = self.up[a], self.up[b]
         slot_a, slot_b = self.down[pa].index(a), self.down[pb].index(b)
         self._link(b, pa, slot_a)
         self._link(a, pb, slot_b)
+
+    def set_path(
+        self, nodes: NDArray[np.int64], sums: NDArray[np.float64], counts: NDArray[np.int64]
+    ) -> None:
+        """Write sums, shape (m, dim), and counts, shape (m,), computed by the caller."""
+        self.sums[nodes] = sums
+        self._stale[nodes] = True
+        self.count[nodes] = counts
+        self._resummed.append(nodes)
 
     # -- outputs --------------------------------------------------------------------
     def refresh(self) -> tuple[NDArray[np.int32], NDArray[np.float64]]:

@@ -432,29 +432,38 @@ class Grinch:
         """
         t = self._tree
         aunts = _siblings(t, path)
-        # the aunts' own sums never change here (swaps move them whole): read them once
+        # A swap moves two aunts whole and changes the sums of path nodes only: the
+        # aunts' rows are read once, the path's kept here and written back at the end.
         sums, norms = t.sums[aunts], t.norms(aunts)
-        for steps in range(path.size):
-            if self.restruct_cap is not None and steps >= self.restruct_cap:
-                return
-            z = int(path[steps])
-            if self._too_big(z):
-                return
-            # z's sibling s is aunts[steps]: one product scores all, f(z, s) = scores[0]
-            scores = _cosines(sums[steps:], norms[steps:], t.sums[z], t.norm_of(z))
-            j = int(np.argmax(scores))
+        rows, counts = t.sums.take(path, axis=0), t.count[path]
+        changed = np.zeros(path.size, bool)
+        steps = path.size if self.restruct_cap is None else min(path.size, self.restruct_cap)
+        for i in range(steps):
+            if self.size_cap is not None and counts[i] > self.size_cap:
+                break
+            # a changed row's norm as _Tree.norms computes it; else the tree's own
+            z_norm = _row_norms(rows[i : i + 1])[0] if changed[i] else t.norm_of(int(path[i]))
+            # z's sibling s is aunts[i]: one product scores all, f(z, s) = scores[0]
+            scores = _cosines(sums[i:], norms[i:], rows[i], z_norm)
+            j = int(scores.argmax())
             if j > 0 and scores[0] < scores[j]:
-                s, m = int(aunts[steps]), int(aunts[steps + j])
+                s, m = int(aunts[i]), int(aunts[i + j])
                 # the sums change from s's parent up to (excluding) m's parent
-                self._apply_swap(s, m, path[steps + 1 : steps + j + 1])
-                swap = [steps + j, steps]
-                aunts[[steps, steps + j]] = aunts[swap]
-                sums[[steps, steps + j]] = sums[swap]
-                norms[[steps, steps + j]] = norms[swap]
+                rows[i + 1 : i + j + 1] += sums[i + j] - sums[i]
+                counts[i + 1 : i + j + 1] += int(t.count[m] - t.count[s])
+                changed[i + 1 : i + j + 1] = True
+                self._apply_swap(s, m)
+                swap = [i + j, i]
+                aunts[[i, i + j]] = aunts[swap]
+                sums[[i, i + j]] = sums[swap]
+                norms[[i, i + j]] = norms[swap]
+        if changed.any():
+            t.set_path(path[changed], rows[changed], counts[changed])
 
-    def _apply_swap(self, s: int, m: int, between: NDArray[np.int64]) -> None:
-        """Exchange z's sibling s with its better-matching aunt m (Alg. 7, line 7)."""
-        self._tree.swap(s, m, between)
+    def _apply_swap(self, s: int, m: int) -> None:
+        """Exchange z's sibling s with its better-matching aunt m (Alg. 7, line 7); links
+        only, the caller updates the sums."""
+        self._tree.exchange(s, m)
         self._under_cache = None
         self.stats_["restructures"] += 1
 
@@ -558,6 +567,11 @@ def _cosines(
     """
     denom = norms * norm
     return (sums @ vec) / np.where(denom > 0, denom, 1.0)
+
+
+def _row_norms(rows: NDArray[np.float64]) -> NDArray[np.float64]:
+    """|row| of each row, shape (m,), computed as ``_Tree.norms`` does."""
+    return np.sqrt(np.einsum("ij,ij->i", rows, rows))
 
 
 def _siblings(t: _Tree, nodes: NDArray[np.int64]) -> NDArray[np.int64]:

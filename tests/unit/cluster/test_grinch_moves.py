@@ -54,10 +54,10 @@ class _Recording(Grinch):
         self.moves.append(("graft", before, after))
         return z
 
-    def _apply_swap(self, s: int, m: int, between: np.ndarray) -> None:
+    def _apply_swap(self, s: int, m: int) -> None:
         z = _sib(self, s)
         before = _linkage(self, z, s)
-        super()._apply_swap(s, m, between)
+        super()._apply_swap(s, m)
         assert _sib(self, z) == m  # z's new sibling is the aunt
         self.moves.append(("swap", before, _linkage(self, z, m)))
 

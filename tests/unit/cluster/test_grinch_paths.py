@@ -1,10 +1,11 @@
-"""GRINCH's kept root paths and the paths its moves take from them.
+"""GRINCH's kept root paths and the shortcuts its moves take.
 
 ``_Tree.root_path`` answers from paths kept across edits, confirmed against
-``parent``; the oracle climbs ``up`` one node at a time. A graft and a restructure
-swap take the nodes whose sums change from the paths the graft search already holds;
-the oracle is the same run with every such path computed afresh (``_Tree.meet``), which
-must give the same tree to the last bit.
+``parent``; the oracle climbs ``up`` one node at a time. A graft takes the nodes whose
+sums change from the paths its search already holds, and a restructure keeps the
+path's sums in local rows; the oracle is the same run with every path computed afresh
+(``_Tree.meet``) and Alg. 7 run one swap at a time on the tree's own sums, which must
+give the same tree to the last bit.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def _data(seed: int, n: int, dim: int) -> np.ndarray:
 _SETTINGS = {
     "graft_from": st.sampled_from(["leaf", "ancestors"]),
     "size_cap": st.sampled_from([None, 4, 100]),
+    "restruct_cap": st.sampled_from([None, 2]),
     "graft_candidates": st.sampled_from([None, 3]),
 }
 
@@ -65,19 +67,45 @@ _SETTINGS = {
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 60), dim=st.integers(2, 6), **_SETTINGS)
 def test_root_paths_and_lcas_match_plain_climbs(
-    seed: int, n: int, dim: int, graft_from: str, size_cap: int | None, graft_candidates: int | None
+    seed: int,
+    n: int,
+    dim: int,
+    graft_from: str,
+    size_cap: int | None,
+    restruct_cap: int | None,
+    graft_candidates: int | None,
 ) -> None:
-    g = _Checked(graft_from=graft_from, size_cap=size_cap, graft_candidates=graft_candidates)
+    g = _Checked(
+        graft_from=graft_from,
+        size_cap=size_cap,
+        restruct_cap=restruct_cap,
+        graft_candidates=graft_candidates,
+    )
     X = _data(seed, n, dim)
     g.fit(X[: n // 2]).partial_fit(X[n // 2 :])
 
 
+def _plain_restructure(g: Grinch, path: np.ndarray) -> None:
+    """Alg. 7 one step at a time: f_many on the tree's sums, each swap by ``_Tree.swap``."""
+    t = g._tree
+    aunts = [t.sib(int(a)) for a in path]
+    for steps, z in enumerate(path.tolist()):
+        if (g.restruct_cap is not None and steps >= g.restruct_cap) or g._too_big(z):
+            return
+        scores = t.f_many(np.asarray(aunts[steps:], np.int64), z)
+        j = int(np.argmax(scores))
+        if j > 0 and scores[0] < scores[j]:
+            s, m = aunts[steps], aunts[steps + j]
+            t.swap(s, m)
+            g.stats_["restructures"] += 1
+            aunts[steps], aunts[steps + j] = m, s
+
+
 def _fresh_paths(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make moves, swaps and restructures compute every path afresh."""
-    move, swap = _Tree.move, _Tree.swap
+    """Make moves and restructures compute every path and sum afresh."""
+    move = _Tree.move
     monkeypatch.setattr(_Tree, "move", lambda t, v, target, paths=None: move(t, v, target))
-    monkeypatch.setattr(_Tree, "swap", lambda t, a, b, between=None: swap(t, a, b))
-    graft, restructure = Grinch._apply_graft, Grinch._restructure
+    graft = Grinch._apply_graft
 
     def apply_graft(self: Grinch, v: int, l: int, paths: tuple) -> int:  # noqa: E741
         z = graft(self, v, l, None)
@@ -87,7 +115,7 @@ def _fresh_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     def fresh_restructure(self: Grinch, path: np.ndarray) -> None:
         fresh = self._tree.meet(*self._graft_pair)[1]
         np.testing.assert_array_equal(path, fresh)
-        restructure(self, fresh)
+        _plain_restructure(self, fresh)
 
     monkeypatch.setattr(Grinch, "_apply_graft", apply_graft)
     monkeypatch.setattr(Grinch, "_restructure", fresh_restructure)
@@ -103,14 +131,43 @@ def _state(g: Grinch) -> list[np.ndarray]:
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 60), dim=st.integers(2, 6), **_SETTINGS)
 def test_paths_taken_from_the_search_equal_fresh_ones(
-    seed: int, n: int, dim: int, graft_from: str, size_cap: int | None, graft_candidates: int | None
+    seed: int,
+    n: int,
+    dim: int,
+    graft_from: str,
+    size_cap: int | None,
+    restruct_cap: int | None,
+    graft_candidates: int | None,
 ) -> None:
     X = _data(seed, n, dim)
-    params = {"graft_from": graft_from, "size_cap": size_cap, "graft_candidates": graft_candidates}
+    params = {
+        "graft_from": graft_from,
+        "size_cap": size_cap,
+        "restruct_cap": restruct_cap,
+        "graft_candidates": graft_candidates,
+    }
     fast = Grinch(**params).fit(X[: n // 2]).partial_fit(X[n // 2 :])
     with pytest.MonkeyPatch.context() as mp:
         _fresh_paths(mp)
         fresh = Grinch(**params).fit(X[: n // 2]).partial_fit(X[n // 2 :])
+    assert fast.stats_ == fresh.stats_
+    for a, b in zip(_state(fast), _state(fresh), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("graft_from", ["leaf", "ancestors"])
+def test_shortcuts_equal_fresh_paths_on_a_larger_tree(graft_from: str) -> None:
+    """Hundreds of points: deep paths, kept paths gone stale, many swaps per restructure."""
+    X = _data(7, 600, 3)
+    params = {"graft_from": graft_from, "graft_candidates": 10}
+    fast = Grinch(**params)
+    with pytest.MonkeyPatch.context() as mp:
+        _fresh_paths(mp)
+        fresh = Grinch(**params)
+        for lo in range(0, 600, 100):
+            fresh.partial_fit(X[lo : lo + 100])
+    for lo in range(0, 600, 100):
+        fast.partial_fit(X[lo : lo + 100])
     assert fast.stats_ == fresh.stats_
     for a, b in zip(_state(fast), _state(fresh), strict=True):
         np.testing.assert_array_equal(a, b)
