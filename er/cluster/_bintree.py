@@ -100,9 +100,7 @@ class _Tree:
 
     def f_many(self, nodes: NDArray[np.int64], b: int) -> NDArray[np.float64]:
         """Centroid cosine of each of ``nodes`` with b; shape (len(nodes),)."""
-        denom = self.norms(nodes) * self.norm_of(b)
-        # denom 0 means a zero sum, whose dot is 0 too: 0 / 1
-        return (self.sums[nodes] @ self.sums[b]) / np.where(denom > 0, denom, 1.0)
+        return cosines(self.sums[nodes], self.norms(nodes), self.sums[b], self.norm_of(b))
 
     def norms(self, nodes: NDArray[np.int64]) -> NDArray[np.float64]:
         """|sums| of nodes, shape (len(nodes),); those stale are computed now.
@@ -113,18 +111,21 @@ class _Tree:
         """
         stale = nodes[self._stale[nodes]]
         if stale.size:
-            rows = self.sums.take(stale, axis=0)
-            self.norm[stale] = np.sqrt(np.einsum("ij,ij->i", rows, rows))  # as _row_norms
+            self.norm[stale] = row_norms(self.sums.take(stale, axis=0))
             self._stale[stale] = False
         return self.norm[nodes]
 
     def norm_of(self, v: int) -> float:
         """|sums[v]|, computed now if stale."""
         if self._stale[v]:
-            row = self.sums[v : v + 1]
-            self.norm[v] = np.sqrt(np.einsum("ij,ij->i", row, row)[0])
+            self.norm[v] = row_norms(self.sums[v : v + 1])[0]
             self._stale[v] = False
         return self.norm[v]
+
+    def siblings(self, nodes: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The sibling of each of ``nodes`` (none the root); shape (len(nodes),)."""
+        kids = self.kids[self.parent[nodes]]
+        return np.where(kids[:, 0] == nodes, kids[:, 1], kids[:, 0])
 
     def sib(self, v: int) -> int:
         p = self.up[v]
@@ -132,15 +133,6 @@ class _Tree:
             return _NONE
         a, b = self.down[p]
         return b if a == v else a
-
-    def ancestors(self, v: int) -> list[int]:
-        """v's ancestors, nearest first (v excluded)."""
-        out, up = [], self.up
-        p = up[v]
-        while p != _NONE:
-            out.append(p)
-            p = up[p]
-        return out
 
     def is_ancestor(self, a: int, v: int) -> bool:
         """True if a is v or an ancestor of v."""
@@ -219,12 +211,6 @@ class _Tree:
         self._index_in[path] = np.arange(path.size)
 
     # -- edits ----------------------------------------------------------------------
-    def path_up(self, v: int, stop: int = _NONE) -> NDArray[np.int64]:
-        """v and its ancestors, nearest first, up to (excluding) stop; shape (m,)."""
-        path = self.root_path(v)
-        hit = np.flatnonzero(path == stop) if stop != _NONE else path[:0]
-        return path[: hit[0]] if hit.size else path
-
     def _add_up(self, path: NDArray[np.int64], vec: NDArray[np.float64], count: int) -> None:
         """Add vec/count to the nodes of path, shape (m,)."""
         if path.size == 0:
@@ -378,3 +364,35 @@ class _Tree:
         denom = self.norms(a) * self.norms(b)
         dots = np.einsum("ij,ij->i", self.sums[a], self.sums[b])
         self.score[v] = np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
+
+
+def cosines(
+    sums: NDArray[np.float64], norms: NDArray[np.float64], vec: NDArray[np.float64], norm: float
+) -> NDArray[np.float64]:
+    """Centroid cosine of nodes with one node, from their sums and norms.
+
+    Parameters
+    ----------
+    sums : ndarray of float64, shape (m, dim)
+    norms : ndarray of float64, shape (m,)
+    vec : ndarray of float64, shape (dim,)
+        The node's sum.
+    norm : float
+        Its norm.
+
+    Returns
+    -------
+    ndarray of float64, shape (m,)
+    """
+    denom = norms * norm
+    # denom 0 means a zero sum, whose dot is 0 too: 0 / 1
+    return (sums @ vec) / np.where(denom > 0, denom, 1.0)
+
+
+def row_norms(rows: NDArray[np.float64]) -> NDArray[np.float64]:
+    """|row| of each of rows, shape (m, dim) -> (m,).
+
+    Each row's value does not depend on the other rows (einsum reduces each row on its
+    own), so a norm computed alone equals the one computed with others.
+    """
+    return np.sqrt(np.einsum("ij,ij->i", rows, rows))

@@ -31,7 +31,7 @@ from er.exceptions import ConfigError, NotFittedError
 
 __all__ = ["Grinch"]
 
-from er.cluster._bintree import _NONE, _Tree
+from er.cluster._bintree import _NONE, _Tree, cosines, row_norms
 
 
 class Grinch:
@@ -431,7 +431,7 @@ class Grinch:
         m and s are never nested.
         """
         t = self._tree
-        aunts = _siblings(t, path)
+        aunts = t.siblings(path)
         # A swap moves two aunts whole and changes the sums of path nodes only: the
         # aunts' rows are read once, the path's kept here and written back at the end.
         sums, norms = t.sums[aunts], t.norms(aunts)
@@ -442,9 +442,9 @@ class Grinch:
             if self.size_cap is not None and counts[i] > self.size_cap:
                 break
             # a changed row's norm as _Tree.norms computes it; else the tree's own
-            z_norm = _row_norms(rows[i : i + 1])[0] if changed[i] else t.norm_of(int(path[i]))
+            z_norm = row_norms(rows[i : i + 1])[0] if changed[i] else t.norm_of(int(path[i]))
             # z's sibling s is aunts[i]: one product scores all, f(z, s) = scores[0]
-            scores = _cosines(sums[i:], norms[i:], rows[i], z_norm)
+            scores = cosines(sums[i:], norms[i:], rows[i], z_norm)
             j = int(scores.argmax())
             if j > 0 and scores[0] < scores[j]:
                 s, m = int(aunts[i]), int(aunts[i + j])
@@ -547,37 +547,6 @@ def _path_of_sibling(z: int, above_l: NDArray[np.int64]) -> NDArray[np.int64]:
     if above_l.size == 0:
         return above_l
     return np.concatenate((np.asarray([z], np.int64), above_l[1:]))
-
-
-def _cosines(
-    sums: NDArray[np.float64], norms: NDArray[np.float64], vec: NDArray[np.float64], norm: float
-) -> NDArray[np.float64]:
-    """Centroid cosine of nodes with a node, from their sums, as ``_Tree.f_many``.
-
-    Parameters
-    ----------
-    sums : ndarray of float64, shape (m, d)
-    norms : ndarray of float64, shape (m,)
-    vec : ndarray of float64, shape (d,)
-    norm : float
-
-    Returns
-    -------
-    ndarray of float64, shape (m,)
-    """
-    denom = norms * norm
-    return (sums @ vec) / np.where(denom > 0, denom, 1.0)
-
-
-def _row_norms(rows: NDArray[np.float64]) -> NDArray[np.float64]:
-    """|row| of each row, shape (m,), computed as ``_Tree.norms`` does."""
-    return np.sqrt(np.einsum("ij,ij->i", rows, rows))
-
-
-def _siblings(t: _Tree, nodes: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The sibling of each of ``nodes`` (none the root); shape (m,)."""
-    kids = t.kids[t.parent[nodes]]
-    return np.where(kids[:, 0] == nodes, kids[:, 1], kids[:, 0])
 
 
 def _unit_rows(X: Any) -> Any:
