@@ -31,7 +31,7 @@ from er.exceptions import ConfigError, NotFittedError
 
 __all__ = ["Grinch"]
 
-from er.cluster._bintree import _NONE, _Tree
+from er.cluster._bintree import _NONE, _Tree, cosines, row_norms
 
 
 class Grinch:
@@ -172,11 +172,13 @@ class Grinch:
             neighbors = check_neighbors(*neighbors, n0, n0 + rows.shape[0])
         before = self._snapshot()
         self._append_points(rows)
+        if self._leaf_ids.size < n0 + rows.shape[0]:  # leaf node id of each point
+            self._leaf_ids = np.resize(self._leaf_ids, 2 * (n0 + rows.shape[0]))
         near = self._nearest_earlier(n0, neighbors)
         for i in range(n0, n0 + rows.shape[0]):
             self._insert(i, near[i - n0])
         self.n_points_ = n0 + rows.shape[0]
-        self.leaf_ids_ = np.asarray(self._leaf_of, np.int64)  # delta node id of each point
+        self.leaf_ids_ = self._leaf_ids[: self.n_points_].copy()  # delta node id of each point
         heights, scores = self._tree.refresh()
         self.delta_ = self._delta_since(before, heights, scores)
         self.hierarchy_ = self._export(heights, scores)
@@ -191,6 +193,7 @@ class Grinch:
         self._points: Any = sparse.csr_array((0, dim)) if is_sparse else np.zeros((0, dim))
         self._buffer = self._points  # dense: _points is a view of its first rows
         self._leaf_of: list[int] = []
+        self._leaf_ids = np.zeros(0, np.int64)  # _leaf_of as an array, grown by doubling
         self._under_cache: tuple[int, NDArray[np.bool_]] | None = None  # see _points_under
         self.n_points_ = 0
         self.stats_ = {"rotations": 0, "graft_attempts": 0, "grafts": 0, "restructures": 0}
@@ -268,14 +271,14 @@ class Grinch:
         t = self._tree
         x = t.new_node(self._point_vec(i), 1, point=i)
         self._leaf_of.append(x)
+        self._leaf_ids[i] = x
         if i == 0:
             t.root = x
             return
         nearest = self._leaf_of[int(near[0])]
         self._candidates = None
         if self.graft_candidates is not None:
-            leaf_of = self._leaf_of
-            self._candidates = np.asarray([leaf_of[j] for j in near.tolist() if j >= 0], np.int64)
+            self._candidates = self._leaf_ids[near[near >= 0]]
         target = nearest if self.mode == "greedy" else self._rotate(x, nearest)
         t.attach_as_sibling(x, target)
         if self.mode == "grinch":
@@ -374,16 +377,18 @@ class Grinch:
         leaf = self._graft_partner(v)
         if leaf == _NONE:
             return _NONE, False
-        start, lca, l = v, t.lca(v, leaf), leaf  # noqa: E741 - the paper's name
+        # v and l climb their paths to the LCA; the tree is unchanged until a graft
+        lca, from_v, from_l = t.meet(v, leaf)
+        start, l, iv, il = v, leaf, 0, 0  # noqa: E741 - the paper's name
         while v != lca and l != lca and t.sib(v) != l:
             if self._too_big(v) or self._too_big(l):
                 break
             self.stats_["graft_attempts"] += 1
             f_vl, f_v, f_l = t.f(v, l), t.f(v, t.sib(v)), t.f(l, t.sib(l))
             if f_vl > max(f_v, f_l):
-                z = self._apply_graft(v, l)
+                z = self._apply_graft(v, l, (from_l[il + 2 :], from_v[iv + 1 :]))
                 if self.restructure:
-                    self._restructure(z, t.lca(z, l))
+                    self._restructure(_path_of_sibling(z, from_l[il + 1 :]))
                 break
             l_moves, v_moves = f_vl < f_l, f_vl < f_v
             if self.single_elimination and l_moves and v_moves:
@@ -391,12 +396,14 @@ class Grinch:
             if not (l_moves or v_moves):
                 break  # ties: neither side prefers its sibling strictly
             if l_moves:
-                l = t.up[l]  # noqa: E741
+                il += 1
+                l = int(from_l[il]) if il < from_l.size else lca  # noqa: E741
             if v_moves:
-                v = t.up[v]
+                iv += 1
+                v = int(from_v[iv]) if iv < from_v.size else lca
         return (lca if v == start else v), False
 
-    def _apply_graft(self, v: int, l: int) -> int:  # noqa: E741 - the paper's name
+    def _apply_graft(self, v: int, l: int, paths: tuple[NDArray, NDArray]) -> int:  # noqa: E741
         """Make l the sibling of v (Eq. 3.6); return l's old sibling z.
 
         The graft moves l. Its old sibling z climbs into the place of l's retired parent
@@ -404,48 +411,59 @@ class Grinch:
         pair, so the restructure starts from z (§3.3.2: "Z be the previous sibling of
         V", V the node just grafted). Read literally, Alg. 6 line 8 takes the sibling of
         the node that stays, whose only aunt below the LCA is the new parent: a no-op.
+        ``paths``: the nodes that lose l and those that gain it (``_Tree.move``).
         """
         t = self._tree
         z = t.sib(l)
-        t.move(l, v)
+        t.move(l, v, paths)
         self._under_cache = None  # the leaf sets changed
         self.stats_["grafts"] += 1
         return z
 
-    def _restructure(self, z: int, r: int) -> None:
-        """Alg. 7: from z up to r, swap z's sibling for a better-matching aunt.
+    def _restructure(self, path: NDArray[np.int64]) -> None:
+        """Alg. 7: from z = ``path[0]`` up to r, swap z's sibling for a better-matching aunt.
 
-        ``aunts[i]`` is the sibling of the i-th node on the path from z up to r, z
-        first. Climbing one step drops the first entry; a swap of z's sibling s with
-        the aunt m exchanges their two entries (the path itself does not move), so the
-        path is walked once per restructure, not once per step.
+        ``path`` holds z and its ancestors below r, nearest first. ``aunts[i]`` is the
+        sibling of ``path[i]``. Climbing one step drops the first entry; a swap of z's
+        sibling s with the aunt m exchanges their two entries (the path itself does not
+        move), so the path is walked once per restructure, not once per step. An aunt
+        lies outside the subtree of the path node it is the sibling of, which holds s:
+        m and s are never nested.
         """
-        t, steps = self._tree, 0
-        aunts = [t.sib(a) for a in t.path_up(z, r)]
-        while z != r and z != _NONE and t.up[z] != _NONE:
-            if self.restruct_cap is not None and steps >= self.restruct_cap:
-                return
-            if self._too_big(z):
-                return
-            # z's sibling s is aunts[0]: one product scores all, f(z, s) = scores[0]
-            scores = t.f_many(np.asarray(aunts[steps:], np.int64), z)
-            j = int(np.argmax(scores))
-            m, s = aunts[steps + j], aunts[steps]
-            if (
-                m != s
-                and scores[0] < scores[j]
-                and not t.is_ancestor(m, s)
-                and not t.is_ancestor(s, m)
-            ):
+        t = self._tree
+        aunts = t.siblings(path)
+        # A swap moves two aunts whole and changes the sums of path nodes only: the
+        # aunts' rows are read once, the path's kept here and written back at the end.
+        sums, norms = t.sums[aunts], t.norms(aunts)
+        rows, counts = t.sums.take(path, axis=0), t.count[path]
+        changed = np.zeros(path.size, bool)
+        steps = path.size if self.restruct_cap is None else min(path.size, self.restruct_cap)
+        for i in range(steps):
+            if self.size_cap is not None and counts[i] > self.size_cap:
+                break
+            # a changed row's norm as _Tree.norms computes it; else the tree's own
+            z_norm = row_norms(rows[i : i + 1])[0] if changed[i] else t.norm_of(int(path[i]))
+            # z's sibling s is aunts[i]: one product scores all, f(z, s) = scores[0]
+            scores = cosines(sums[i:], norms[i:], rows[i], z_norm)
+            j = int(scores.argmax())
+            if j > 0 and scores[0] < scores[j]:
+                s, m = int(aunts[i]), int(aunts[i + j])
+                # the sums change from s's parent up to (excluding) m's parent
+                rows[i + 1 : i + j + 1] += sums[i + j] - sums[i]
+                counts[i + 1 : i + j + 1] += int(t.count[m] - t.count[s])
+                changed[i + 1 : i + j + 1] = True
                 self._apply_swap(s, m)
-                aunts[steps], aunts[steps + j] = m, s
-            z = t.up[z]
-            steps += 1
+                swap = [i + j, i]
+                aunts[[i, i + j]] = aunts[swap]
+                sums[[i, i + j]] = sums[swap]
+                norms[[i, i + j]] = norms[swap]
+        if changed.any():
+            t.set_path(path[changed], rows[changed], counts[changed])
 
     def _apply_swap(self, s: int, m: int) -> None:
-        """Exchange z's sibling s with its better-matching aunt m (Alg. 7, line 7)."""
-        # m is an aunt of z, so its parent is an ancestor of s's: their LCA
-        self._tree.swap(s, m, top=self._tree.up[m])
+        """Exchange z's sibling s with its better-matching aunt m (Alg. 7, line 7); links
+        only, the caller updates the sums."""
+        self._tree.exchange(s, m)
         self._under_cache = None
         self.stats_["restructures"] += 1
 
@@ -497,7 +515,7 @@ class Grinch:
     def _export(self, heights: NDArray, scores: NDArray) -> Hierarchy:
         """The tree renumbered to the `er cluster` contract."""
         t = self._tree
-        leaves = np.asarray(self._leaf_of, np.int64)
+        leaves = self._leaf_ids[: self.n_points_]
         internal = np.flatnonzero(t.alive[: t.n_nodes] & (t.point_of[: t.n_nodes] == _NONE))
         new_id = np.full(t.n_nodes, _NONE, np.int64)
         new_id[leaves] = np.arange(leaves.size)
@@ -518,6 +536,17 @@ class Grinch:
     def _check_fitted(self) -> None:
         if not hasattr(self, "_tree"):
             raise NotFittedError("This Grinch instance is not fitted yet; call fit.")
+
+
+def _path_of_sibling(z: int, above_l: NDArray[np.int64]) -> NDArray[np.int64]:
+    """z and its ancestors below the graft's LCA, once z took the place of l's parent.
+
+    ``above_l``: l's ancestors below the LCA before the graft, nearest first. If l's
+    parent was the LCA itself, the graft retired it and put z above l: no path.
+    """
+    if above_l.size == 0:
+        return above_l
+    return np.concatenate((np.asarray([z], np.int64), above_l[1:]))
 
 
 def _unit_rows(X: Any) -> Any:

@@ -46,9 +46,9 @@ def _sib(g: Grinch, v: int) -> int:
 class _Recording(Grinch):
     """Grinch that checks each graft and swap against the oracle as it happens."""
 
-    def _apply_graft(self, v: int, l: int) -> int:  # noqa: E741
+    def _apply_graft(self, v: int, l: int, paths: tuple) -> int:  # noqa: E741
         before = max(_linkage(self, v, _sib(self, v)), _linkage(self, l, _sib(self, l)))
-        z = super()._apply_graft(v, l)
+        z = super()._apply_graft(v, l, paths)
         assert _sib(self, v) == l  # l now sits next to v
         after = _linkage(self, v, l)
         self.moves.append(("graft", before, after))
