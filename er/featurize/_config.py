@@ -18,14 +18,11 @@ from er.exceptions import ConfigError
 __all__ = ["DEFAULT_DIM", "ENCODERS", "FeaturizerConfig", "FieldSpec", "infer_config"]
 
 ENCODERS = ("ngrams", "exact", "numeric")
-# Chosen on FEBRL3 (bench/RESULTS.md, "Featurizer dimension and entity cut"): at 512
-# signed-hash dimensions MBSCC's pairwise F1 at the default cut 0.45 is 0.9994 (1,024:
-# 0.9995; 0.995 against 0.9989 at 0.40, a narrower plateau); 256 loses 0.002-0.003.
-# 512 rather than 1,024 since the exact k-NN index costs O(n dim) per batch and every
-# n x dim matrix of the writer halves; the demo end to end: pairwise / B-cubed F1
-# 0.9994 / 0.9996 (1,024: 0.9995 / 0.9997); 20k synthetic people through the queue:
-# 0.8126 / 0.9085 (1,024: 0.8098 / 0.9076). Collections keep the dim they were made with.
-DEFAULT_DIM = 512
+# Chosen on FEBRL3 (bench/RESULTS.md, "Featurizer dimension and entity cut"): at 1,024
+# signed-hash dimensions MBSCC's pairwise F1 stays >= 0.9987 for every cut from 0.40 to
+# 0.50 (0.9995 at 0.45); 512 matches at 0.45 but falls to 0.995 at 0.40; 256 loses
+# 0.002-0.003; 4,096 gains 0.0003 at 1.5x MBSCC's and 4x HAC's time.
+DEFAULT_DIM = 1024
 MAX_FIELD_CHARS = 1000
 
 
