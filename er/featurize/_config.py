@@ -22,6 +22,8 @@ ENCODERS = ("ngrams", "exact", "numeric")
 # signed-hash dimensions MBSCC's pairwise F1 stays >= 0.9987 for every cut from 0.40 to
 # 0.50 (0.9995 at 0.45); 512 matches at 0.45 but falls to 0.995 at 0.40; 256 loses
 # 0.002-0.003; 4,096 gains 0.0003 at 1.5x MBSCC's and 4x HAC's time.
+# 512 was tried for speed (the index's product halves) and carried over worse: FEBRL2
+# pairwise F1 at 0.45 0.9964 (1,024: 0.9982), FEBRL4 0.9986 (0.9995) (`carry`, 2026-11-23).
 DEFAULT_DIM = 1024
 MAX_FIELD_CHARS = 1000
 
