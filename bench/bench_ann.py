@@ -4,6 +4,7 @@
     python bench/bench_ann.py recall --n 100000          # recall@10, ms/query, per backend
     python bench/bench_ann.py scc --n 100000             # SCC DP on the auto vs exact graph
     python bench/bench_ann.py mbscc --n 100000 --batch 1000   # MBSCC on the index
+    python bench/bench_ann.py people --n 100000          # the pipeline's 1,024-d index
 
 Data: ``er.cluster._synthetic.hard_mixture(n, noise=...)`` (64-d, clusters of 10).
 Recall@10 of a backend is measured on 1,000 held-out queries drawn from the same
@@ -166,10 +167,70 @@ def mbscc(args: argparse.Namespace) -> None:
     print(json.dumps(row), flush=True)
 
 
+def people(args: argparse.Namespace) -> None:
+    """The pipeline's own index at its own dimension: synthetic people (bench/people.py)
+    featurized with the product's default config (1,024-d), added in batches of 1,000
+    as the writer adds them. Per backend: seconds per batch (add + query k + 1) around
+    10k, 50k and n; for exact search also the float32 product alone and its GFLOP/s
+    (the floor of the index stage); for hnswlib recall@10 of the last batch against
+    exact search, by id and counting ties (a point as near as the exact 10th counts).
+    """
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from people import synthetic_people
+
+    from er.featurize import featurize, infer_config
+
+    knobs = f"--M {args.M} --efc {args.efc} --ef {args.ef}"
+    header(f"python bench/bench_ann.py people --n {args.n} {knobs}")
+    records = synthetic_people(args.n, seed=0)
+    config = infer_config(records[:1000], id_field="rec_id", gold_field="entity")
+    X = featurize(records, config)
+    marks = sorted({min(10_000, args.n), min(50_000, args.n), args.n})
+    last: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    hnsw = {"M": args.M, "ef_construction": args.efc, "ef": args.ef}
+    for backend, params in (("exact", {}), ("hnsw", hnsw)):
+        index = make_index(backend, dim=X.shape[1], seed=0, **params)
+        per_batch = []
+        for s in range(0, X.shape[0], 1000):
+            start = time.perf_counter()
+            last[backend] = batch_neighbors(index, X[s : s + 1000], 10)
+            per_batch.append(time.perf_counter() - start)
+        row = {"backend": backend, "params": params}
+        row |= {f"s_per_batch_at_{m}": round(per_batch[m // 1000 - 1], 3) for m in marks}
+        row |= {"total_s": round(sum(per_batch), 1), "dim": int(X.shape[1]), "n": args.n}
+        if backend == "exact":
+            Q, P = X[-1000:], X[:-1000]
+            start = time.perf_counter()
+            _ = Q @ P.T
+            product = time.perf_counter() - start
+            gflops = 2 * Q.shape[0] * P.shape[0] * X.shape[1] / product / 1e9
+            row |= {"product_s_at_n": round(product, 3), "gflop_per_s": round(gflops, 1)}
+        print(json.dumps(row), flush=True)
+    (ti, ts), (hi, hs) = last["exact"], last["hnsw"]
+    by_id = [np.intersect1d(a[a >= 0], b).size / 10 for a, b in zip(hi, ti, strict=True)]
+    tenth = ts[:, 9:10]
+    with_ties = np.minimum((hs >= tenth - 1e-6).sum(axis=1), 10) / 10
+    print(
+        json.dumps(
+            {
+                "backend": "hnsw",
+                "recall@10_by_id": round(float(np.mean(by_id)), 4),
+                "recall@10_with_ties": round(float(np.mean(with_ties)), 4),
+                "queries": int(hi.shape[0]),
+            }
+        ),
+        flush=True,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name, fn in (("hac", hac), ("recall", recall), ("scc", scc), ("mbscc", mbscc)):
+    commands = (("hac", hac), ("recall", recall), ("scc", scc), ("mbscc", mbscc))
+    for name, fn in (*commands, ("people", people)):
         p = sub.add_parser(name)
         p.add_argument("--n", type=int, default=100_000)
         p.add_argument("--noise", type=float, default=1.08)
@@ -179,6 +240,10 @@ def main() -> None:
         if name == "recall":
             p.add_argument("--backends", nargs="+", default=["hnsw", "annoy"])
             p.add_argument("--ef", type=int, nargs="+", default=[100, 200, 300, 400])
+        if name == "people":
+            p.add_argument("--M", type=int, default=16)
+            p.add_argument("--efc", type=int, default=40)
+            p.add_argument("--ef", type=int, default=64)
         if name == "mbscc":
             p.add_argument("--batch", type=int, default=1000)
             p.add_argument("--backend", default="auto")

@@ -8,6 +8,11 @@ done), per-batch processing time p50/p95 and queueing latency (batch row created
 done) p50/p95 around 10k, 50k and 100k resolved, the mean time per stage, and
 pairwise/B-cubed F1 of the exported entities against the generator's gold ids.
 
+The worker drains the ingest queue before the writers' queue (workers/app.py), so a
+bulk load like this one is first stored as pending batches, then clustered as a
+backlog: latency from the batch row's creation then includes the wait behind the
+batches before it, and the processing time is the per-batch figure.
+
     python bench/bench_e2e.py --n 100000 --batch 1000 --at 10000 50000 100000
 """
 
@@ -72,10 +77,18 @@ def _quality(env: dict[str, str], records: list[dict[str, str]]) -> dict[str, fl
     return {"pairwise_f1": pairwise_prf(gold, pred)[2], "bcubed_f1": bcubed(gold, pred)[2]}
 
 
+def _work(timings: dict[str, float]) -> float:
+    """A batch's own processing seconds. With ``graph_wait_s`` (the pipelined writer) the
+    graph write ran beside the next batch's work and only that wait held this batch up,
+    so ``graph_s`` is not added again."""
+    spent = sum(timings.values())
+    return spent - timings["graph_s"] if "graph_wait_s" in timings else spent
+
+
 def _summary(batches: list[dict[str, Any]], at: int, width: int) -> dict[str, Any]:
     ends = np.array([b["resolved"] for b in batches])
     near = [batches[i] for i in np.argsort(np.abs(ends - at), kind="stable")[:width]]
-    work = [sum(b["timings"].values()) for b in near]
+    work = [_work(b["timings"]) for b in near]
     lat = [b["latency_s"] for b in near]
     stages = sorted({k for b in near for k in b["timings"]})
     return {

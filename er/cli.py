@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -466,22 +466,52 @@ def _ingest_in_process(
     engine.dispose()
     totals = {"batches": 0, "accepted": 0, "duplicates": 0, "rejected": 0, "failed": 0}
     reasons: list[str] = []
+    lines: dict[int, int] = {}  # batch seq -> its lines, advanced once the batch resolves
     columns = (BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*Progress.get_default_columns()[:1], *columns, transient=True) as progress:
         task = progress.add_task(f"{args.collection}: records", total=_line_count(args.file))
-        for chunk in chunks:
-            out = run_ingest(
-                settings, records=chunk.records, rejects=chunk.rejects, where=chunk.where, **common
-            )
-            reports = run_cluster(settings, args.collection)
-            totals["batches"] += 1
-            totals["failed"] += sum(1 for r in reports if "error" in r)
-            for key in ("accepted", "duplicates", "rejected"):
-                totals[key] += out[key]
-            reasons += out["reasons"]
-            progress.update(task, advance=len(chunk))
+
+        def resolved(report: dict[str, Any]) -> None:
+            totals["failed"] += int("error" in report)
+            progress.update(task, advance=lines.pop(report["batch_seq"], 0))
+
+        for group in _groups(chunks, INGEST_AHEAD):
+            for chunk in group:
+                out = run_ingest(
+                    settings,
+                    records=chunk.records,
+                    rejects=chunk.rejects,
+                    where=chunk.where,
+                    **common,
+                )
+                if out["accepted"]:
+                    lines[out["batch_seq"]] = len(chunk)
+                else:  # nothing to cluster: the batch is done already
+                    progress.update(task, advance=len(chunk))
+                totals["batches"] += 1
+                for key in ("accepted", "duplicates", "rejected"):
+                    totals[key] += out[key]
+                reasons += out["reasons"]
+            run_cluster(settings, args.collection, on_batch=resolved)
     _print_ingest(args.collection, totals, reasons)
     return {"collection": args.collection, **totals}
+
+
+# Batches ingested before they are clustered in process: one run over several pending
+# batches writes batch b's delta to the graph while it steps batch b+1 (er.pipeline._Lane).
+INGEST_AHEAD = 8
+
+
+def _groups(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Consecutive lists of ``size`` items (the last may be shorter)."""
+    group: list[Any] = []
+    for item in items:
+        group.append(item)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
 
 
 def _ingest_queued(

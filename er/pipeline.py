@@ -30,7 +30,7 @@ import os
 import pickle
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -659,11 +659,22 @@ def cluster_pending(
     collection: str,
     state_dir: Path,
     on_batch: Callable[[dict[str, Any]], None] | None = None,
+    budget_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Cluster a collection's pending batches in sequence order (the one writer).
 
     Holds the collection's writer lock throughout; each batch commits on its own.
-    Running it again, or twice at once, applies nothing twice.
+    Running it again, or twice at once, applies nothing twice. A batch's graph write
+    runs in the graph database while the core steps on the next batch here
+    (:class:`_Lane`); its checkpoint and SQL "done" still come in sequence order,
+    after that write succeeded.
+
+    Parameters
+    ----------
+    budget_s : float, optional
+        Take no further batch once this many seconds have passed (the first is always
+        taken, and the ones taken finish); the rest stay pending for the next run, so
+        a worker's task stays well inside its time limit however long the backlog.
 
     Returns
     -------
@@ -678,25 +689,135 @@ def cluster_pending(
     if "featurizer" not in config:
         raise ERError(f"collection {collection!r} was not made by er ingest; nothing to cluster.")
     path = _checkpoint_path(state_dir, collection)
-    reports = []
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     with writer_lock(engine, coll_id, state_dir / "locks"):
-        state = _take_state(path, config)
         with Session(engine) as session:
             pending = [(b.id, b.seq) for b in pending_batches(session, coll_id)]
-        for batch_id, seq in pending:
-            job = _BatchJob(engine, graph, collection, coll_id, config, batch_id, seq)
-            try:
-                report = job.run(state, path)
-            except (TransientStoreError, *_LOST_DATABASE):
-                raise  # the batch stays pending; the task retries from the checkpoint
-            except Exception as exc:
-                report = _fail(engine, batch_id, seq, collection, exc)
-                state = _load_state(path, config)  # the core may be half-stepped
-            reports.append(report)
-            if on_batch is not None:
-                on_batch(report)
-        _keep_state(path, state)
-    return reports
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="er-graph-write") as pool:
+            lane = _Lane(path, config, _take_state(path, config), on_batch, pool)
+            for i, (batch_id, seq) in enumerate(pending):
+                if i and deadline is not None and time.monotonic() > deadline:
+                    break
+                lane.take(_BatchJob(engine, graph, collection, coll_id, config, batch_id, seq))
+            lane.settle()
+        _keep_state(path, lane.state)
+    return lane.reports
+
+
+@dataclass
+class _Pending:
+    """A stepped batch: its graph write (run by :meth:`_Lane.settle`) and its prepared
+    checkpoint, made current once that write succeeded."""
+
+    job: _BatchJob
+    rows: list[tuple[str, Any]]
+    timings: dict[str, float]
+    write: Callable[[], None]
+    tmp: Path  # the checkpoint's temporary file
+    running: Future[float] | None = None  # the write, once launched: its own seconds
+
+
+@dataclass
+class _Lane:
+    """The cluster loop of one collection, each batch's graph write beside the next
+    batch's clustering.
+
+    The graph database applies a delta in its own process on about one core, so
+    batch b's write runs while the worker steps the core for batch b+1. It starts
+    after b+1's index search: the search's BLAS threads and the database on the same
+    two cores slowed each other by 1.7-1.8x at 100k (bench/RESULTS.md). The durable
+    order is the sequential loop's: b's checkpoint is made current and b marked done
+    only after b's write succeeded, and before b+1's write starts; a crash anywhere
+    replays b from b-1's checkpoint. A write that fails for good fails its batch, and
+    b+1 is stepped again from the checkpoint.
+    """
+
+    path: Path
+    config: Mapping[str, Any]
+    state: _State
+    on_batch: Callable[[dict[str, Any]], None] | None
+    pool: ThreadPoolExecutor
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    pending: _Pending | None = None
+
+    def take(self, job: _BatchJob) -> None:
+        """Step ``job`` (the previous batch's write launched after its search); settle
+        the previous batch; leave this one pending."""
+        timings: dict[str, float] = {}
+        outcome = self._step(job, timings)
+        if self.settle():  # the previous write failed: the state went back to its checkpoint
+            timings = {}
+            outcome = self._step(job, timings)
+        if isinstance(outcome, Exception):
+            if isinstance(outcome, (TransientStoreError, *_LOST_DATABASE)):
+                raise outcome  # the batch stays pending; the task retries from the checkpoint
+            self._failed(job, outcome)
+            return
+        rows, write = outcome
+        if write is None:  # the checkpoint already holds it (a crash came before "done")
+            self._report(job.finish(self.state, rows, timings))
+            return
+        try:
+            with _timed(timings, "checkpoint_s"):
+                tmp = _prepare_state(self.path, self.state)
+        except Exception as exc:  # e.g. a full disk: the batch fails, as a failed write does
+            self._failed(job, exc)
+            return
+        self.pending = _Pending(job, rows, timings, write, tmp)
+
+    def _step(
+        self, job: _BatchJob, timings: dict[str, float]
+    ) -> tuple[list[tuple[str, Any]], Callable[[], None] | None] | Exception:
+        """The batch's rows and its graph write (None if already checkpointed), or the
+        error, which :meth:`take` handles once the previous batch is settled."""
+        try:
+            rows, fresh = job.begin(self.state)
+            if not fresh:
+                return rows, None
+            found = job.search(self.state, rows, timings)
+            self._launch()
+            return rows, job.cluster(self.state, rows, found, timings)
+        except Exception as exc:
+            return exc
+
+    def _launch(self) -> None:
+        """Start the pending batch's graph write in the background, once."""
+        if self.pending is not None and self.pending.running is None:
+            self.pending.running = self.pool.submit(_seconds, self.pending.write)
+
+    def settle(self) -> bool:
+        """Finish the pending batch: its write, its checkpoint, its "done".
+
+        Returns True if the write failed for good (the batch is marked failed and the
+        state is the checkpoint again); a transient failure propagates.
+        """
+        self._launch()
+        pending, self.pending = self.pending, None
+        if pending is None or pending.running is None:
+            return False
+        waited = time.perf_counter()
+        try:
+            spent = pending.running.result()
+        except (TransientStoreError, *_LOST_DATABASE):
+            raise
+        except Exception as exc:
+            self._failed(pending.job, exc)
+            return True
+        pending.timings["graph_wait_s"] = round(time.perf_counter() - waited, 6)
+        pending.timings["graph_s"] = round(spent, 6)
+        with _timed(pending.timings, "checkpoint_s"):
+            commit_temp(pending.tmp, self.path)
+        self._report(pending.job.finish(self.state, pending.rows, pending.timings))
+        return False
+
+    def _failed(self, job: _BatchJob, exc: Exception) -> None:
+        self._report(_fail(job.engine, job.batch_id, job.seq, job.collection, exc))
+        self.state = _load_state(self.path, self.config)  # the core may be half-stepped
+
+    def _report(self, report: dict[str, Any]) -> None:
+        self.reports.append(report)
+        if self.on_batch is not None:
+            self.on_batch(report)
 
 
 # The writer's state after its last run, per checkpoint, with the checkpoint file's
@@ -754,40 +875,64 @@ class _BatchJob:
     config: Mapping[str, Any]
     batch_id: int
     seq: int
+    nodes: list[int] | None = None  # the batch's mention node ids, once stepped
 
-    def run(self, state: _State, path: Path) -> dict[str, Any]:
-        timings: dict[str, float] = {}
-        fresh = self.seq > state.seq  # else: a crash came after the checkpoint, before "done"
+    def begin(self, state: _State) -> tuple[list[tuple[str, Any]], bool]:
+        """The batch's ``(external id, payload)`` rows, and whether ``state`` lacks it
+        (else a crash came after its checkpoint, before "done"); marks it running."""
+        fresh = self.seq > state.seq
         with Session(self.engine) as session, session.begin():
             rows = batch_mentions(session, self.coll_id, self.seq)
             if fresh:
                 session.execute(
                     update(Batch).where(Batch.id == self.batch_id).values(status="running")
                 )
-        if fresh:
-            write = self._step(state, rows, timings)
-            _write_then_commit(write, path, state, timings)
-        first, stop = state.ranges.get(self.seq, (0, 0))
+        return rows, fresh
+
+    def finish(
+        self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]
+    ) -> dict[str, Any]:
+        """Give the mentions their nodes and mark the batch done (the last step)."""
+        nodes = self.nodes
+        if nodes is None:  # not stepped here: the checkpoint holds the batch
+            first, stop = state.ranges.get(self.seq, (0, 0))
+            nodes = _point_nodes(state.core, stop)[first:stop].tolist()
         exts = [ext for ext, _ in rows]
         with _timed(timings, "sql_s"), Session(self.engine) as session, session.begin():
-            nodes = _point_nodes(state.core, stop)[first:stop].tolist()
             set_mention_nodes(session, self.coll_id, dict(zip(exts, nodes, strict=True)))
             finish_batch(session, self.batch_id, "done", timings, None)
-        logger.info(
-            "batch %d of %s: %d points, %s", self.seq, self.collection, stop - first, timings
-        )
-        return {"batch_seq": self.seq, "n_points": stop - first, "timings": timings}
+        logger.info("batch %d of %s: %d points, %s", self.seq, self.collection, len(nodes), timings)
+        return {"batch_seq": self.seq, "n_points": len(nodes), "timings": timings}
 
-    def _step(
+    def search(
         self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]
-    ) -> Callable[[], None]:
-        """Featurize the batch and step the core; advance ``state``. Returns the write of
-        the batch's delta to the graph, for the caller to run."""
-        first = state.n_points
+    ) -> tuple[NDArray[np.float32], NDArray[np.int64], NDArray[np.float32]]:
+        """Featurize the batch and add it to the index (``state.index`` advances).
+
+        Returns
+        -------
+        X : ndarray of float32, shape (b, dim)
+        idx, sim : ndarray, shape (b, k)
+            The batch's neighbours among all points (:func:`er.ann.batch_neighbors`).
+        """
         with _timed(timings, "featurize_s"):
             X = _featurizer(self.config)([payload for _, payload in rows])
         with _timed(timings, "index_s"):
             idx, sim = self._neighbors(state, X)
+        return X, idx, sim
+
+    def cluster(
+        self,
+        state: _State,
+        rows: list[tuple[str, Any]],
+        found: tuple[NDArray[np.float32], NDArray[np.int64], NDArray[np.float32]],
+        timings: dict[str, float],
+    ) -> Callable[[], None]:
+        """Step the core on what :meth:`search` found and the entity ledger on its
+        hierarchy; advance ``state``. Returns the write of the batch's delta to the
+        graph, for the caller to run."""
+        X, idx, sim = found
+        first = state.n_points
         with _timed(timings, "cluster_s"):
             if isinstance(state.core, MBSCC):
                 state.core.partial_fit(X, neighbors=(idx, sim))
@@ -796,6 +941,7 @@ class _BatchJob:
         stop = first + X.shape[0]
         point_nodes = _point_nodes(state.core, stop)
         nodes = point_nodes[first:stop]
+        self.nodes = nodes.tolist()
         with _timed(timings, "entities_s"):
             cut = float(self.config.get("cut_threshold", DEFAULT_CUT))
             label = cut_at_score(state.core.hierarchy_, cut)
@@ -829,28 +975,6 @@ class _BatchJob:
             state.index = make_index(INDEX_BACKEND, dim=X.shape[1])
         k = max(int(getattr(state.core, "k", 0)), NEAR_K)
         return batch_neighbors(state.index, X, k)
-
-
-def _write_then_commit(
-    write: Callable[[], None], path: Path, state: _State, timings: dict[str, float]
-) -> None:
-    """Run the graph write while the checkpoint is written; commit the checkpoint after.
-
-    The graph database works in its own process, so the checkpoint's rows and pickle
-    (written to a temporary file) cost the batch nothing while it does. The rename that
-    makes the checkpoint current waits for the write to succeed: a crash or a failed
-    write leaves the previous checkpoint, and the batch is replayed (the write is
-    idempotent). ``graph_s`` is the write's own time and ``checkpoint_s`` what the
-    checkpoint adds beyond it, so the stages still add up to the batch's wall time.
-    """
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="er-graph-write") as pool:
-        graph_s = pool.submit(_seconds, write)
-        tmp = _prepare_state(path, state)
-        spent = graph_s.result()
-    commit_temp(tmp, path)
-    timings["graph_s"] = round(spent, 6)
-    timings["checkpoint_s"] = round(time.perf_counter() - started - spent, 6)
 
 
 def _seconds(call: Callable[[], None]) -> float:
@@ -1312,11 +1436,28 @@ def run_status(settings: Any, collection: str | None = None) -> list[dict[str, A
 
 
 def run_cluster(
-    settings: Any, collection: str, on_batch: Callable[[dict[str, Any]], None] | None = None
+    settings: Any,
+    collection: str,
+    on_batch: Callable[[dict[str, Any]], None] | None = None,
+    budget_s: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Cluster a collection's pending batches on the stores ``settings`` name."""
+    """Cluster a collection's pending batches on the stores ``settings`` name
+    (:func:`cluster_pending`)."""
     engine, graph = _stores(settings)
     with _transient_sql():
         return cluster_pending(
-            engine, graph, collection=collection, state_dir=settings.data_dir, on_batch=on_batch
+            engine,
+            graph,
+            collection=collection,
+            state_dir=settings.data_dir,
+            on_batch=on_batch,
+            budget_s=budget_s,
         )
+
+
+def has_pending(settings: Any, collection: str) -> bool:
+    """Whether the collection has batches not yet clustered (after a budgeted run)."""
+    engine, _ = _stores(settings)
+    with _transient_sql(), Session(engine) as session:
+        coll = find_collection(session, collection)
+        return coll is not None and bool(pending_batches(session, coll.id))

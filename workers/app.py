@@ -10,6 +10,7 @@ from workers.schedule import beat_schedule
 settings = get_settings()
 CLUSTER_QUEUE = "er.cluster"  # the writers' queue; the collection lock makes one writer each
 TIME_LIMIT = 3600
+CLUSTER_BUDGET_S = TIME_LIMIT / 6  # a cluster task takes no new batch past this
 
 
 def _result_backend(broker: str | None) -> str | None:
@@ -36,8 +37,16 @@ app.conf.update(
     # https://docs.celeryq.dev/en/stable/userguide/workers.html#time-limits
     task_time_limit=TIME_LIMIT,
     task_soft_time_limit=TIME_LIMIT - 300,
-    # an unacknowledged task returns to the queue after this long: longer than any batch
-    broker_transport_options={"visibility_timeout": 2 * TIME_LIMIT},
+    broker_transport_options={
+        # an unacknowledged task returns to the queue after this long: longer than any batch
+        "visibility_timeout": 2 * TIME_LIMIT,
+        # Redis: poll the queues in name order, so "celery" (ingest) drains before the
+        # "er.*" writers' queues. Ingest is cheap and makes records durable; the cluster
+        # task then finds the backlog pending and overlaps each batch's graph write with
+        # the next batch's work (er.pipeline._Lane). Round-robin polling alternated one
+        # ingest with one cluster task, so a cluster task never saw two pending batches.
+        "queue_order_strategy": "sorted",
+    },
     result_expires=24 * 3600,
     task_routes={"er.cluster": {"queue": CLUSTER_QUEUE}},
     # keep the application's logging configuration

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from er.exceptions import TransientStoreError
-from workers.app import CLUSTER_QUEUE, app, settings
+from workers.app import CLUSTER_BUDGET_S, CLUSTER_QUEUE, app, settings
 
 _RETRY: dict[str, Any] = {
     "autoretry_for": (TransientStoreError,),
@@ -51,10 +51,17 @@ def ingest(
 
 @app.task(name="er.cluster", **_RETRY)
 def cluster(collection: str) -> list[dict[str, Any]]:
-    """Cluster the collection's pending batches in order (a redelivery finds none left)."""
-    from er.pipeline import run_cluster
+    """Cluster the collection's pending batches in order (a redelivery finds none left).
 
-    return run_cluster(settings, collection)
+    A long backlog is taken ``CLUSTER_BUDGET_S`` at a time: the task then queues its
+    successor, so queued ingests run in between and no task nears its time limit.
+    """
+    from er.pipeline import has_pending, run_cluster
+
+    reports = run_cluster(settings, collection, budget_s=CLUSTER_BUDGET_S)
+    if reports and has_pending(settings, collection):
+        cluster.apply_async(kwargs={"collection": collection}, queue=CLUSTER_QUEUE)
+    return reports
 
 
 @app.task(

@@ -187,6 +187,49 @@ def test_a_redelivered_or_concurrent_cluster_applies_each_batch_once(settings_en
     assert (ours["structures"], ours["entities"]) == (theirs["structures"], theirs["entities"])
 
 
+def test_a_backlog_taken_a_budget_at_a_time_equals_one_run(settings_env, febrl) -> None:
+    """``budget_s=0`` takes one batch per run (the worker's task then queues the next)."""
+    from er.pipeline import has_pending, run_cluster
+
+    settings = _settings(settings_env)
+    reference, name = _twins(settings, febrl)
+    taken = []
+    while has_pending(settings, name):
+        taken.append([r["batch_seq"] for r in run_cluster(settings, name, budget_s=0)])
+    assert taken == [[1], [2], [3]]
+    assert _snapshot(settings, name) == _snapshot(settings, reference)
+
+
+def test_a_write_that_fails_for_good_fails_its_batch_and_the_next_steps_again(
+    settings_env, febrl, tmp_path
+) -> None:
+    """Batch 2's graph write is refused while batch 3 is already stepped beside it: 2 is
+    marked failed and 3 is stepped again from batch 1's checkpoint. Oracle: the same
+    refusal when every batch is clustered in a run of its own (nothing in flight)."""
+    from er.exceptions import StoreError
+    from er.pipeline import _stores, run_cluster
+
+    settings = _settings(settings_env, data_dir=tmp_path)
+    _, store = _stores(settings)
+    original = store._write
+
+    def refuse_batch_2(parts: Any, params: dict[str, Any]) -> None:
+        if params.get("seq") == 2:
+            raise StoreError("the graph refused batch 2 (injected)")
+        original(parts, params)
+
+    store._write = refuse_batch_2  # type: ignore[method-assign]
+    try:
+        reference, name = _twins(settings, febrl)
+        reports = run_cluster(settings, name)  # all three pending batches in one run
+    finally:
+        del store._write
+    assert [(r["batch_seq"], "error" in r) for r in reports] == [(1, False), (2, True), (3, False)]
+    ours, theirs = _snapshot(settings, name), _snapshot(settings, reference)
+    assert ours["batches"][1][1] == "failed"
+    assert ours == theirs
+
+
 CRASH = textwrap.dedent(
     """
     import os, signal, sys, pickle
