@@ -15,8 +15,8 @@ A save is ordered so that a crash anywhere leaves a consistent checkpoint:
 2. the pickle: write a temporary file, fsync, rename over the old one, fsync the
    directory.
 
-The writer does steps 1 and 2 up to the rename while the graph database applies the
-batch (:func:`dump_temp`), and renames (:func:`commit_temp`) only once that write has
+The writer does steps 1 and 2 up to the rename (:func:`dump_temp`) before the batch's
+graph write starts, and renames (:func:`commit_temp`) only once that write has
 succeeded: the checkpoint never claims a batch the graph does not hold.
 
 A crash before the rename leaves the old pickle, whose counts ignore the rows past

@@ -452,6 +452,23 @@ def _line_count(path: Path) -> int:
         return sum(1 for line in f if line.strip())
 
 
+# Batches ingested before they are clustered in process: one run over several pending
+# batches writes batch b's delta to the graph while it steps batch b+1 (er.pipeline._Lane).
+INGEST_AHEAD = 8
+
+
+def _groups(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Consecutive lists of ``size`` items (the last may be shorter)."""
+    group: list[Any] = []
+    for item in items:
+        group.append(item)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
 def _ingest_in_process(
     settings: Any, args: argparse.Namespace, common: dict[str, Any], chunks: Any
 ) -> dict[str, Any]:
@@ -495,23 +512,6 @@ def _ingest_in_process(
             run_cluster(settings, args.collection, on_batch=resolved)
     _print_ingest(args.collection, totals, reasons)
     return {"collection": args.collection, **totals}
-
-
-# Batches ingested before they are clustered in process: one run over several pending
-# batches writes batch b's delta to the graph while it steps batch b+1 (er.pipeline._Lane).
-INGEST_AHEAD = 8
-
-
-def _groups(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    """Consecutive lists of ``size`` items (the last may be shorter)."""
-    group: list[Any] = []
-    for item in items:
-        group.append(item)
-        if len(group) == size:
-            yield group
-            group = []
-    if group:
-        yield group
 
 
 def _ingest_queued(

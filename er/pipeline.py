@@ -11,11 +11,12 @@ er/_checkpoint.py) and marks the batch done with timings per stage;
 stores the settings name; Celery tasks and the CLI call them.
 
 Crash safety comes from the order of the cluster steps: the graph write is
-idempotent and stamped, the checkpoint records the last applied seq (it is written
-while the graph write runs, and made current only once that write succeeded), the
-SQL "done" comes last. A worker killed anywhere re-runs the batch from the previous
-checkpoint; the core is deterministic, so it computes the same delta, and applying
-it again changes nothing.
+idempotent and stamped, the checkpoint records the last applied seq (it is prepared
+before the graph write starts, and made current only once that write succeeded), the
+SQL "done" comes last; the next batch's write starts only after that (the write runs
+beside the next batch's core step: :class:`_Lane`). A worker killed anywhere re-runs
+the batch from the previous checkpoint; the core is deterministic, so it computes the
+same delta, and applying it again changes nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from billiard.exceptions import SoftTimeLimitExceeded
 from numpy.typing import NDArray
 from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -81,6 +83,7 @@ __all__ = [
     "evaluate_collection",
     "explain_pair",
     "fit_and_store",
+    "has_pending",
     "ingest_records",
     "mention_confidence",
     "mention_entity",
@@ -564,6 +567,13 @@ def _storable(record: Any) -> Any:
 
 # A dropped or refused database connection: retried, never a failed batch.
 _LOST_DATABASE = (OperationalError, InterfaceError)
+# Errors that leave a batch pending for the task's retry instead of failing it: a lost
+# store, or a task's soft time limit (celery raises billiard's exception in the task).
+_ABANDON: tuple[type[BaseException], ...] = (
+    TransientStoreError,
+    *_LOST_DATABASE,
+    SoftTimeLimitExceeded,
+)
 
 
 # -- the cluster writer --------------------------------------------------------------------
@@ -689,8 +699,8 @@ def cluster_pending(
     if "featurizer" not in config:
         raise ERError(f"collection {collection!r} was not made by er ingest; nothing to cluster.")
     path = _checkpoint_path(state_dir, collection)
-    deadline = None if budget_s is None else time.monotonic() + budget_s
     with writer_lock(engine, coll_id, state_dir / "locks"):
+        deadline = None if budget_s is None else time.monotonic() + budget_s
         with Session(engine) as session:
             pending = [(b.id, b.seq) for b in pending_batches(session, coll_id)]
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="er-graph-write") as pool:
@@ -742,25 +752,34 @@ class _Lane:
 
     def take(self, job: _BatchJob) -> None:
         """Step ``job`` (the previous batch's write launched after its search); settle
-        the previous batch; leave this one pending."""
+        the previous batch; leave this one pending.
+
+        Raises
+        ------
+        TransientStoreError, OperationalError, InterfaceError, SoftTimeLimitExceeded
+            (:data:`_ABANDON`) The batch stays pending; the task retries from the
+            checkpoint. Any other error marks the batch failed and the loop goes on.
+        """
         timings: dict[str, float] = {}
         outcome = self._step(job, timings)
         if self.settle():  # the previous write failed: the state went back to its checkpoint
             timings = {}
             outcome = self._step(job, timings)
         if isinstance(outcome, Exception):
-            if isinstance(outcome, (TransientStoreError, *_LOST_DATABASE)):
-                raise outcome  # the batch stays pending; the task retries from the checkpoint
+            if isinstance(outcome, _ABANDON):
+                raise outcome
             self._failed(job, outcome)
             return
         rows, write = outcome
-        if write is None:  # the checkpoint already holds it (a crash came before "done")
-            self._report(job.finish(self.state, rows, timings))
-            return
         try:
+            if write is None:  # the checkpoint already holds it (a crash came before "done")
+                self._report(job.finish(self.state, rows, timings))
+                return
             with _timed(timings, "checkpoint_s"):
                 tmp = _prepare_state(self.path, self.state)
-        except Exception as exc:  # e.g. a full disk: the batch fails, as a failed write does
+        except _ABANDON:
+            raise
+        except Exception as exc:  # e.g. a full disk
             self._failed(job, exc)
             return
         self.pending = _Pending(job, rows, timings, write, tmp)
@@ -788,8 +807,11 @@ class _Lane:
     def settle(self) -> bool:
         """Finish the pending batch: its write, its checkpoint, its "done".
 
-        Returns True if the write failed for good (the batch is marked failed and the
-        state is the checkpoint again); a transient failure propagates.
+        Returns
+        -------
+        bool
+            True if the batch failed for good (it is marked failed and the state is the
+            checkpoint again). :data:`_ABANDON` errors propagate, the batch pending.
         """
         self._launch()
         pending, self.pending = self.pending, None
@@ -797,20 +819,21 @@ class _Lane:
             return False
         waited = time.perf_counter()
         try:
-            spent = pending.running.result()
-        except (TransientStoreError, *_LOST_DATABASE):
+            spent = _written(pending.running)
+            pending.timings["graph_wait_s"] = round(time.perf_counter() - waited, 6)
+            pending.timings["graph_s"] = round(spent, 6)
+            with _timed(pending.timings, "checkpoint_s"):
+                commit_temp(pending.tmp, self.path)
+            self._report(pending.job.finish(self.state, pending.rows, pending.timings))
+        except _ABANDON:
             raise
         except Exception as exc:
             self._failed(pending.job, exc)
             return True
-        pending.timings["graph_wait_s"] = round(time.perf_counter() - waited, 6)
-        pending.timings["graph_s"] = round(spent, 6)
-        with _timed(pending.timings, "checkpoint_s"):
-            commit_temp(pending.tmp, self.path)
-        self._report(pending.job.finish(self.state, pending.rows, pending.timings))
         return False
 
     def _failed(self, job: _BatchJob, exc: Exception) -> None:
+        """Mark ``job``'s batch failed; the state goes back to the checkpoint."""
         self._report(_fail(job.engine, job.batch_id, job.seq, job.collection, exc))
         self.state = _load_state(self.path, self.config)  # the core may be half-stepped
 
@@ -818,6 +841,19 @@ class _Lane:
         self.reports.append(report)
         if self.on_batch is not None:
             self.on_batch(report)
+
+
+def _written(write: Future[float]) -> float:
+    """The background write's seconds, or its error. An error raised in this thread
+    while it waits (a task's soft time limit) first lets the write end: the batch's
+    fate is decided only once the graph holds it or not."""
+    try:
+        return write.result()
+    except BaseException:
+        if not write.done():
+            with contextlib.suppress(BaseException):
+                write.result()
+        raise
 
 
 # The writer's state after its last run, per checkpoint, with the checkpoint file's
@@ -866,7 +902,9 @@ def _fail(engine: Engine, batch_id: int, seq: int, collection: str, exc: Excepti
 
 @dataclass
 class _BatchJob:
-    """One batch through featurize -> core -> graph -> checkpoint -> SQL."""
+    """One batch's steps: :meth:`begin` (its rows), :meth:`search` (featurize, index),
+    :meth:`cluster` (core, entities; returns its graph write) and :meth:`finish` (SQL
+    "done"); :class:`_Lane` orders them and the writes across batches."""
 
     engine: Engine
     graph: GraphStore

@@ -2,9 +2,11 @@
 
 Inserts run on one thread with a fixed ``random_seed``: hnswlib draws each point's
 level from a generator seeded once, so the same inserts in the same order build the
-same graph. A reloaded index draws later levels from a freshly seeded generator
-(hnswlib does not save its state), so after a restart the graph is deterministic but
-not the one an uninterrupted run would have built; answers keep their recall.
+same graph. Queries only read the graph and run on every core: a row's search is the
+same whatever thread runs it. A reloaded index draws later levels from a freshly
+seeded generator (hnswlib does not save its state), so after a restart the graph is
+deterministic but not the one an uninterrupted run would have built; answers keep
+their recall.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class HnswGraph:
         while True:
             self._index.set_ef(ef)
             try:
-                labels, _ = self._index.knn_query(Q, k=kk, num_threads=1)
+                # queries only read the graph: every core, the same answers
+                labels, _ = self._index.knn_query(Q, k=kk, num_threads=-1)
                 return labels.astype(np.int64)
             except RuntimeError:  # fewer than kk found for some row: widen the search
                 if ef >= n:

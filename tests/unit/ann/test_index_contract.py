@@ -285,3 +285,19 @@ def test_exact_search_on_wide_rows_screens_and_still_equals_brute_force(jitter: 
     idx, sim = exact_search(Q, X, 10, block=16)
     np.testing.assert_array_equal(idx, truth)
     np.testing.assert_array_equal(sim, tsim)
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(50, 600), k=st.integers(1, 12), seed=st.integers(0, 2**16))
+def test_hnsw_queries_on_every_core_answer_as_one_thread_does(n: int, k: int, seed: int) -> None:
+    """Queries run on all cores (inserts on one): each row's answer must be the one a
+    single-threaded query gives on the same graph (hnswlib itself is the oracle)."""
+    rng = np.random.default_rng(seed)
+    X = normalize_rows(rng.normal(size=(n, 8))).astype(np.float32)
+    index = make_index("hnsw", dim=8, seed=seed, M=8, ef_construction=20, ef=16)
+    index.add(X)
+    Q = normalize_rows(rng.normal(size=(64, 8))).astype(np.float32)
+    graph = index._ann._index
+    graph.set_ef(max(16, k))
+    alone, _ = graph.knn_query(Q, k=min(k, n), num_threads=1)
+    np.testing.assert_array_equal(index._ann.candidates(Q, k, X), alone.astype(np.int64))
