@@ -625,14 +625,6 @@ def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
     return state
 
 
-def _save_state(path: Path, state: _State) -> None:
-    """Append the new rows of the big matrices, then replace the small pickle.
-
-    A crash leaves the old checkpoint or the new one (see er/_checkpoint.py).
-    """
-    commit_temp(_prepare_state(path, state), path)
-
-
 def _prepare_state(path: Path, state: _State) -> Path:
     """Append the new rows of the big matrices and write the pickle's temporary file;
     return it for :func:`er._checkpoint.commit_temp`. Until then the old checkpoint
@@ -813,13 +805,13 @@ class _Lane:
             True if the batch failed for good (it is marked failed and the state is the
             checkpoint again). :data:`_ABANDON` errors propagate, the batch pending.
         """
-        self._launch()
         pending, self.pending = self.pending, None
-        if pending is None or pending.running is None:
+        if pending is None:
             return False
+        running = pending.running or self.pool.submit(_seconds, pending.write)
         waited = time.perf_counter()
         try:
-            spent = _written(pending.running)
+            spent = _written(running)
             pending.timings["graph_wait_s"] = round(time.perf_counter() - waited, 6)
             pending.timings["graph_s"] = round(spent, 6)
             with _timed(pending.timings, "checkpoint_s"):

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from er._checkpoint import RowLog, attach, detached, dump_atomic, save_rows
+from er._checkpoint import RowLog, attach, commit_temp, detached, dump_atomic, save_rows
 from er.ann import batch_neighbors, make_index
 from er.cluster import MBSCC, normalize_rows
 from er.exceptions import ERError
-from er.pipeline import _load_state, _save_state, _State
+from er.pipeline import _load_state, _prepare_state, _State
 
 
 @dataclass
@@ -120,7 +120,7 @@ def test_the_pipeline_state_saved_and_loaded_steps_like_one_never_saved(tmp_path
     for X in _batches(4, 60, 256):
         _step(kept, X)
         _step(reloaded, X)
-        _save_state(path, reloaded)
+        commit_temp(_prepare_state(path, reloaded), path)
         before = reloaded.core._knn.points.shape[0]
         reloaded = _load_state(path, config)
         assert reloaded.rows_saved == {"points": before, "vectors": before}
@@ -146,6 +146,6 @@ def test_a_checkpoint_from_before_the_row_logs_loads_and_saves(tmp_path) -> None
     dump_atomic(path, state)
     old = _load_state(path, {"algorithm": "mbscc", "params": {}})
     np.testing.assert_array_equal(old.core._knn.points, state.core._knn.points)
-    _save_state(path, old)
+    commit_temp(_prepare_state(path, old), path)
     again = _load_state(path, {"algorithm": "mbscc", "params": {}})
     np.testing.assert_array_equal(again.index.vectors, state.index.vectors)

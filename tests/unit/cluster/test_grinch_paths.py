@@ -10,6 +10,8 @@ give the same tree to the last bit.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -56,33 +58,24 @@ def _data(seed: int, n: int, dim: int) -> np.ndarray:
     return centres[rng.integers(0, len(centres), n)] + rng.normal(scale=0.8, size=(n, dim))
 
 
-_SETTINGS = {
-    "graft_from": st.sampled_from(["leaf", "ancestors"]),
-    "size_cap": st.sampled_from([None, 4, 100]),
-    "restruct_cap": st.sampled_from([None, 2]),
-    "graft_candidates": st.sampled_from([None, 3]),
-}
+# Grinch parameters that change which paths are kept, grafted and restructured
+_PARAMS = st.fixed_dictionaries(
+    {
+        "graft_from": st.sampled_from(["leaf", "ancestors"]),
+        "size_cap": st.sampled_from([None, 4, 100]),
+        "restruct_cap": st.sampled_from([None, 2]),
+        "graft_candidates": st.sampled_from([None, 3]),
+    }
+)
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 60), dim=st.integers(2, 6), **_SETTINGS)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 60), dim=st.integers(2, 6), params=_PARAMS)
 def test_root_paths_and_lcas_match_plain_climbs(
-    seed: int,
-    n: int,
-    dim: int,
-    graft_from: str,
-    size_cap: int | None,
-    restruct_cap: int | None,
-    graft_candidates: int | None,
+    seed: int, n: int, dim: int, params: dict[str, Any]
 ) -> None:
-    g = _Checked(
-        graft_from=graft_from,
-        size_cap=size_cap,
-        restruct_cap=restruct_cap,
-        graft_candidates=graft_candidates,
-    )
     X = _data(seed, n, dim)
-    g.fit(X[: n // 2]).partial_fit(X[n // 2 :])
+    _Checked(**params).fit(X[: n // 2]).partial_fit(X[n // 2 :])
 
 
 def _plain_restructure(g: Grinch, path: np.ndarray) -> None:
@@ -129,23 +122,11 @@ def _state(g: Grinch) -> list[np.ndarray]:
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 60), dim=st.integers(2, 6), **_SETTINGS)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 60), dim=st.integers(2, 6), params=_PARAMS)
 def test_paths_taken_from_the_search_equal_fresh_ones(
-    seed: int,
-    n: int,
-    dim: int,
-    graft_from: str,
-    size_cap: int | None,
-    restruct_cap: int | None,
-    graft_candidates: int | None,
+    seed: int, n: int, dim: int, params: dict[str, Any]
 ) -> None:
     X = _data(seed, n, dim)
-    params = {
-        "graft_from": graft_from,
-        "size_cap": size_cap,
-        "restruct_cap": restruct_cap,
-        "graft_candidates": graft_candidates,
-    }
     fast = Grinch(**params).fit(X[: n // 2]).partial_fit(X[n // 2 :])
     with pytest.MonkeyPatch.context() as mp:
         _fresh_paths(mp)
