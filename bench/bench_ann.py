@@ -5,6 +5,7 @@
     python bench/bench_ann.py scc --n 100000             # SCC DP on the auto vs exact graph
     python bench/bench_ann.py mbscc --n 100000 --batch 1000   # MBSCC on the index
     python bench/bench_ann.py people --n 100000          # the pipeline's 1,024-d index
+    python bench/bench_ann.py screens --n 100000         # cheaper screens for that index
 
 Data: ``er.cluster._synthetic.hard_mixture(n, noise=...)`` (64-d, clusters of 10).
 Recall@10 of a backend is measured on 1,000 held-out queries drawn from the same
@@ -175,19 +176,9 @@ def people(args: argparse.Namespace) -> None:
     (the floor of the index stage); for hnswlib recall@10 of the last batch against
     exact search, by id and counting ties (a point as near as the exact 10th counts).
     """
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from people import synthetic_people
-
-    from er.featurize import featurize, infer_config
-
     knobs = f"--M {args.M} --efc {args.efc} --ef {args.ef}"
     header(f"python bench/bench_ann.py people --n {args.n} {knobs}")
-    records = synthetic_people(args.n, seed=0)
-    config = infer_config(records[:1000], id_field="rec_id", gold_field="entity")
-    X = featurize(records, config)
+    X = _people_vectors(args.n)
     marks = sorted({min(10_000, args.n), min(50_000, args.n), args.n})
     last: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     hnsw = {"M": args.M, "ef_construction": args.efc, "ef": args.ef}
@@ -226,11 +217,69 @@ def people(args: argparse.Namespace) -> None:
     )
 
 
+def _people_vectors(n: int) -> np.ndarray:
+    """(n, 1,024) synthetic people featurized with the product's inferred config."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from people import synthetic_people
+
+    from er.featurize import featurize, infer_config
+
+    records = synthetic_people(n, seed=0)
+    return featurize(records, infer_config(records[:1000], id_field="rec_id", gold_field="entity"))
+
+
+def screens(args: argparse.Namespace) -> None:
+    """Two cheaper ways to screen the pipeline's exact 1,024-d search, measured on
+    the last batch of 1,000 synthetic people against the n - 1,000 before it:
+
+    * the dense float32 product the exact index runs, and the same product with the
+      points as a CSR matrix (the hashed rows are sparse), in seconds;
+    * a seeded Gaussian projection to ``d'`` dimensions, then the top ``C`` by the
+      projected product re-scored exactly: recall@10 against the exact top 10, and
+      the projected product's seconds (the points' projections kept, as an index would).
+    """
+    from scipy import sparse
+
+    header(f"python bench/bench_ann.py screens --n {args.n}")
+    X = _people_vectors(args.n)
+    Q, P = X[-1000:], X[:-1000]
+    start = time.perf_counter()
+    S = Q @ P.T
+    dense_s = time.perf_counter() - start
+    Ps = sparse.csr_array(P)
+    start = time.perf_counter()
+    _ = Ps @ np.ascontiguousarray(Q.T)
+    csr_s = time.perf_counter() - start
+    row = {"n": args.n, "dim": int(X.shape[1]), "nnz_per_row": round(Ps.nnz / P.shape[0], 1)}
+    row |= {"dense_float32_product_s": round(dense_s, 3), "csr_times_dense_s": round(csr_s, 3)}
+    print(json.dumps(row), flush=True)
+    exact = (Q.astype(np.float64) @ P.astype(np.float64).T).astype(np.float32)
+    del S
+    truth = np.argsort(-exact, axis=1, kind="stable")[:, :10]
+    rng = np.random.default_rng(0)
+    for dp in args.dims:
+        R = rng.standard_normal((X.shape[1], dp)).astype(np.float32) / np.sqrt(dp)
+        PR = P @ R  # an index would keep these
+        start = time.perf_counter()
+        SP = (Q @ R) @ PR.T
+        proj_s = time.perf_counter() - start
+        for C in args.candidates:
+            cand = np.argpartition(-SP, C, axis=1)[:, :C]
+            vals = np.take_along_axis(exact, cand, 1)
+            got = np.take_along_axis(cand, np.argsort(-vals, 1, kind="stable")[:, :10], 1)
+            hits = [np.intersect1d(a, b).size / 10 for a, b in zip(got, truth, strict=True)]
+            out = {"projection_dims": dp, "candidates": C, "recall@10": round(np.mean(hits), 4)}
+            print(json.dumps(out | {"projected_product_s": round(proj_s, 3)}), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     commands = (("hac", hac), ("recall", recall), ("scc", scc), ("mbscc", mbscc))
-    for name, fn in (*commands, ("people", people)):
+    for name, fn in (*commands, ("people", people), ("screens", screens)):
         p = sub.add_parser(name)
         p.add_argument("--n", type=int, default=100_000)
         p.add_argument("--noise", type=float, default=1.08)
@@ -244,6 +293,9 @@ def main() -> None:
             p.add_argument("--M", type=int, default=16)
             p.add_argument("--efc", type=int, default=40)
             p.add_argument("--ef", type=int, default=64)
+        if name == "screens":
+            p.add_argument("--dims", type=int, nargs="+", default=[64, 128, 256])
+            p.add_argument("--candidates", type=int, nargs="+", default=[50, 100, 200, 400])
         if name == "mbscc":
             p.add_argument("--batch", type=int, default=1000)
             p.add_argument("--backend", default="auto")

@@ -132,49 +132,75 @@ def run_hac(X: Any) -> Any:
     return Hierarchy.from_linkage(fastcluster.linkage(Xd, method="average", metric="cosine"))
 
 
-def run_grinch_approx(X: Any, batch: int, hnsw: bool) -> Any:
+def run_grinch_approx(X: Any, batch: int, hnsw: bool, overlap: bool = True) -> Any:
     """GRINCH's product defaults (leaf grafting, size cap 100) with the §3.5.2 approximations.
 
     ``hnsw``: each point's candidate leaves come from one hnswlib search (k =
     ``graft_candidates``) among the points of earlier mini-batches, passed as
     ``neighbors=``; GRINCH compares a batch's own rows exactly. Otherwise GRINCH
     searches every earlier point exactly, a mini-batch at a time.
+
+    ``overlap``: the batch enters the index while GRINCH inserts it. GRINCH only
+    reads the neighbours searched before, hnswlib releases the GIL and inserts on one
+    thread with its fixed seed, so the index and the tree are the same as inserting
+    after the step; the next search waits for the insert.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from er import cluster
 
     est = cluster.Grinch(**GRINCH_APPROX)
-    index = None
-    if hnsw:
-        from er.ann import make_index
+    if not hnsw:
+        for s in range(0, X.shape[0], batch):
+            est.partial_fit(X[s : s + batch])
+        return est.hierarchy_
+    from er.ann import make_index
 
-        index = make_index("hnsw", dim=X.shape[1], seed=0, **GRINCH_HNSW)
-    for s in range(0, X.shape[0], batch):
-        rows = X[s : s + batch]
-        if index is None:
-            est.partial_fit(rows)
-            continue
-        unit = cluster.normalize_rows(np.asarray(rows)).astype(np.float32)
-        est.partial_fit(rows, neighbors=index.query(unit, GRINCH_APPROX["graft_candidates"]))
-        index.add(unit)
+    index = make_index("hnsw", dim=X.shape[1], seed=0, **GRINCH_HNSW)
+    with ThreadPoolExecutor(1) as pool:
+        for s in range(0, X.shape[0], batch):
+            rows = X[s : s + batch]
+            unit = cluster.normalize_rows(np.asarray(rows)).astype(np.float32)
+            near = index.query(unit, GRINCH_APPROX["graft_candidates"])
+            insert = pool.submit(index.add, unit)
+            if not overlap:
+                insert.result()
+            est.partial_fit(rows, neighbors=near)
+            insert.result()
     return est.hierarchy_
 
 
-def run_mbscc_hnsw(X: np.ndarray, batch: int) -> Any:
+def run_mbscc_hnsw(X: np.ndarray, batch: int, overlap: bool = True) -> Any:
     """MBSCC on the index, as the pipeline runs it: each mini-batch enters an
     er.ann hnswlib index (``MBSCC_HNSW``) and MBSCC takes the batch's k-NN from it
-    (``neighbors=``) instead of searching every earlier point itself."""
+    (``neighbors=``) instead of searching every earlier point itself.
+
+    ``overlap``: the lists are found before the batch enters the index (old points
+    searched, the batch's own rows compared exactly: ``neighbors_before_add``), and the
+    insert runs beside MBSCC's step. Otherwise the batch is added, then searched
+    (``batch_neighbors``), as before 2026-11-23's fourth session.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     from er import cluster
-    from er.ann import batch_neighbors, make_index
+    from er.ann import batch_neighbors, make_index, neighbors_before_add
 
     est = cluster.MBSCC(k=10)
     index = make_index("hnsw", dim=X.shape[1], seed=0, **MBSCC_HNSW)
-    for s in range(0, X.shape[0], batch):
-        unit = cluster.normalize_rows(np.asarray(X[s : s + batch])).astype(np.float32)
-        est.partial_fit(unit, neighbors=batch_neighbors(index, unit, est.k))
+    with ThreadPoolExecutor(1) as pool:
+        for s in range(0, X.shape[0], batch):
+            unit = cluster.normalize_rows(np.asarray(X[s : s + batch])).astype(np.float32)
+            if not overlap:
+                est.partial_fit(unit, neighbors=batch_neighbors(index, unit, est.k))
+                continue
+            near = neighbors_before_add(index, unit, est.k)
+            insert = pool.submit(index.add, unit)
+            est.partial_fit(unit, neighbors=near)
+            insert.result()
     return est.hierarchy_
 
 
-def run_algo(algo: str, X: Any, batch: int) -> Any:
+def run_algo(algo: str, X: Any, batch: int, overlap_index: bool = True) -> Any:
     from er import cluster
 
     if algo == "hac":
@@ -194,7 +220,7 @@ def run_algo(algo: str, X: Any, batch: int) -> Any:
         Xd = X.toarray() if hasattr(X, "toarray") else X
         return cluster.SCC(k=10).fit(Xd, graph=annoy_knn_graph(Xd, 10)).hierarchy_
     if algo in ("grinch-approx", "grinch-approx-hnsw"):
-        return run_grinch_approx(X, batch, hnsw=algo.endswith("hnsw"))
+        return run_grinch_approx(X, batch, algo.endswith("hnsw"), overlap_index)
     if algo in ("grinch", "rotate", "greedy"):
         # The rows in RESULTS.md were measured before graft_from and size_cap existed:
         # Alg. 8's per-ancestor grafting, no size cap.
@@ -205,7 +231,7 @@ def run_algo(algo: str, X: Any, batch: int) -> Any:
         return est.hierarchy_
     Xd = X.toarray() if hasattr(X, "toarray") else X
     if algo == "mbscc-hnsw":
-        return run_mbscc_hnsw(Xd, batch)
+        return run_mbscc_hnsw(Xd, batch, overlap_index)
     if algo in ("mbscc", "mbscc-centroid"):
         est = cluster.MBSCC(k=10, **(MBSCC_CENTROID if algo == "mbscc-centroid" else {}))
         for s in range(0, Xd.shape[0], batch):
@@ -230,11 +256,12 @@ def one(args: argparse.Namespace) -> None:
 
     X, y = load(args.data, args.n)
     start, cpu_start = time.perf_counter(), time.process_time()
-    h = run_algo(args.algo, X, args.batch)
+    h = run_algo(args.algo, X, args.batch, overlap_index=args.overlap_index)
     seconds = time.perf_counter() - start
     cpu_seconds = time.process_time() - cpu_start  # all threads of this process
     cmd = f"python bench/bench_cluster.py one --algo {args.algo} --data {args.data}"
     cmd += (f" --n {args.n}" if args.n else "") + f" --batch {args.batch}"
+    cmd += "" if args.overlap_index else " --sequential-index"
     out: dict[str, Any] = {
         "command": cmd + ("" if args.metrics else " --no-metrics"),
         "algo": args.algo,
@@ -511,6 +538,12 @@ def main() -> None:
     p.add_argument("--n", type=int, default=None)
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--no-metrics", dest="metrics", action="store_false")
+    p.add_argument(
+        "--sequential-index",
+        dest="overlap_index",
+        action="store_false",
+        help="*-hnsw: insert a batch into the index before (MBSCC) or after (GRINCH) the step",
+    )
     p.set_defaults(func=one)
     p = sub.add_parser("marking")
     p.add_argument("--batches", nargs="+", type=int, default=[10, 100, 1000])

@@ -2,12 +2,13 @@
 
 :func:`make_index` builds a :class:`NeighborIndex` (exact, hnswlib, annoy segments, or
 ``auto``); :func:`batch_neighbors` adds a mini-batch and returns its k-NN among all
-points, the form :meth:`er.cluster.MBSCC.partial_fit` takes as ``neighbors=``.
+points, the form :meth:`er.cluster.MBSCC.partial_fit` takes as ``neighbors=``;
+:func:`neighbors_before_add` finds the same lists before the batch is added.
 """
 
 from er.ann._annoy_index import annoy_knn_graph
 from er.ann._index import BACKENDS, NeighborIndex, VectorIndex, load_index, make_index
-from er.ann._knn import batch_neighbors, index_knn_graph
+from er.ann._knn import batch_neighbors, index_knn_graph, neighbors_before_add
 
 __all__ = [
     "BACKENDS",
@@ -18,4 +19,5 @@ __all__ = [
     "index_knn_graph",
     "load_index",
     "make_index",
+    "neighbors_before_add",
 ]

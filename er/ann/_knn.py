@@ -8,11 +8,11 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
-from er.ann._index import NeighborIndex, make_index
+from er.ann._index import NeighborIndex, check_rows, exact_search, make_index
 from er.cluster import as_graph, normalize_rows
 from er.exceptions import ConfigError
 
-__all__ = ["batch_neighbors", "index_knn_graph"]
+__all__ = ["batch_neighbors", "index_knn_graph", "neighbors_before_add"]
 
 
 def drop_self(
@@ -52,6 +52,47 @@ def batch_neighbors(
     ids = index.add(rows)
     idx, sim = index.query(rows, k + 1)
     return drop_self(ids, idx, sim)
+
+
+def neighbors_before_add(
+    index: NeighborIndex, rows: NDArray[np.float32], k: int
+) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+    """The k-NN :func:`batch_neighbors` returns, found before the batch enters the index.
+
+    The index is searched for the batch's neighbours among the points already in it,
+    and the batch's own rows are compared with each other exactly; the best k of both
+    (ties to the lower id, as the index orders them) are the answer. With an exact
+    index that is :func:`batch_neighbors`'s answer; with an approximate one, the
+    batch's own pairs are exact instead of searched. The caller adds the rows once it
+    is done with the result, which lets the insert run beside the clustering step
+    that reads it (hnswlib releases the GIL while it inserts).
+
+    Parameters
+    ----------
+    index : NeighborIndex
+        Holds the points before this batch; left unchanged.
+    rows : ndarray of float32, shape (b, d)
+        Unit rows; they will get ids ``len(index)`` .. ``len(index) + b - 1``.
+    k : int
+
+    Returns
+    -------
+    idx : ndarray of int64, shape (b, k)
+        Global ids, -1 padded.
+    sim : ndarray of float32, shape (b, k)
+        Their cosines, -inf padded.
+    """
+    rows = check_rows(rows, index.dim)
+    n0, b = len(index), rows.shape[0]
+    own_idx, own_sim = drop_self(np.arange(b), *exact_search(rows, rows, k + 1))
+    own_idx = np.where(own_idx >= 0, own_idx + n0, -1)
+    if n0 == 0:
+        return own_idx, own_sim
+    old_idx, old_sim = index.query(rows, k)
+    idx, sim = np.hstack([old_idx, own_idx]), np.hstack([old_sim, own_sim])
+    # best first, ties to the lower id, padding (-1, -inf) last
+    order = np.lexsort((np.where(idx >= 0, idx, np.iinfo(np.int64).max), -sim), axis=-1)[:, :k]
+    return np.take_along_axis(idx, order, axis=1), np.take_along_axis(sim, order, axis=1)
 
 
 def index_knn_graph(

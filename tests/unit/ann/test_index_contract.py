@@ -13,7 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from er.ann import batch_neighbors, index_knn_graph, load_index, make_index
+from er.ann import (
+    batch_neighbors,
+    index_knn_graph,
+    load_index,
+    make_index,
+    neighbors_before_add,
+)
 from er.ann._index import exact_search
 from er.cluster import knn_graph, normalize_rows
 from er.exceptions import ConfigError
@@ -250,6 +256,69 @@ def test_batch_neighbors_are_the_other_points(backend: str) -> None:
     truth, _ = brute(X[500:], X, K + 1)
     truth = np.array([[j for j in row if j != 500 + r][:K] for r, row in enumerate(truth)])
     assert recall(idx, truth) >= (1.0 if backend == "exact" else 0.9)
+
+
+def _others(Q: np.ndarray, X: np.ndarray, ids: np.ndarray, k: int) -> tuple:
+    """Oracle: each row's k best among the rows of X other than its own id, padded."""
+    S = (Q.astype(np.float64) @ X.astype(np.float64).T).astype(np.float32)
+    S[np.arange(Q.shape[0]), ids] = -np.inf
+    order = np.lexsort((np.broadcast_to(np.arange(X.shape[0]), S.shape), -S), axis=-1)[:, :k]
+    sim = np.take_along_axis(S, order, axis=1)
+    idx = np.where(np.isneginf(sim), -1, order)
+    pad = k - idx.shape[1]
+    return np.pad(idx, ((0, 0), (0, pad)), constant_values=-1), np.pad(
+        sim, ((0, 0), (0, pad)), constant_values=-np.inf
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 40), min_size=1, max_size=5),
+    k=st.integers(1, 15),
+    dup=st.integers(0, 30),
+    seed=st.integers(0, 2**16),
+)
+def test_neighbors_before_add_equal_the_other_points_exactly(
+    sizes: list[int], k: int, dup: int, seed: int
+) -> None:
+    """Found before the batch enters an exact index: the k best other points, ties to
+    the lower id, as batch_neighbors gives after adding it (duplicates tie across the
+    old points and the batch; batches smaller than k pad)."""
+    rng = np.random.default_rng(seed)
+    X = normalize_rows(rng.normal(size=(sum(sizes), 3)))
+    copies = rng.integers(0, X.shape[0], min(dup, X.shape[0]))
+    X[rng.permutation(X.shape[0])[: copies.size]] = X[copies]
+    early, late = make_index("exact", dim=3), make_index("exact", dim=3)
+    start = 0
+    for b in sizes:
+        rows = X[start : start + b]
+        idx, sim = neighbors_before_add(early, rows, k)
+        assert len(early) == start  # the index is left as it was
+        early.add(rows)
+        ids = np.arange(start, start + b)
+        tidx, tsim = _others(rows, X[: start + b], ids, k)
+        np.testing.assert_array_equal(idx, tidx)
+        np.testing.assert_array_equal(sim, tsim)
+        bidx, bsim = batch_neighbors(late, rows, k)
+        np.testing.assert_array_equal(idx, bidx)
+        np.testing.assert_array_equal(sim, bsim)
+        start += b
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_neighbors_before_add_on_every_backend(backend: str) -> None:
+    X = clustered(600)
+    index = make_index(backend, dim=16, **SMALL[backend])
+    index.add(X[:500])
+    idx, _ = neighbors_before_add(index, X[500:], K)
+    assert len(index) == 500
+    truth, _ = _others(X[500:], X, np.arange(500, 600), K)
+    assert recall(idx, truth) >= (1.0 if backend == "exact" else 0.9)
+    # the batch's own rows are compared exactly on every backend: each true neighbour
+    # from the batch is kept (only points truly nearer, or tied with a lower id, rank
+    # above it, and there are fewer than k of those)
+    for found, true in zip(idx, truth, strict=True):
+        assert set(true[true >= 500]) <= set(found)
 
 
 def test_exact_index_graph_equals_knn_graph() -> None:
