@@ -5,8 +5,10 @@ Synthetic person records (``bench/people.py``) are written as JSONL and ingested
 only writer; it owns an embedded FalkorDB in a temporary data dir) runs the ingest
 and cluster tasks. Reported: sustained mentions/s (first enqueue to last batch
 done), per-batch processing time p50/p95 and queueing latency (batch row created ->
-done) p50/p95 around 10k, 50k and 100k resolved, the mean time per stage, and
-pairwise/B-cubed F1 of the exported entities against the generator's gold ids.
+done) p50/p95 around 10k, 50k and 100k resolved, the mean time per stage,
+pairwise/B-cubed F1 of the exported entities against the generator's gold ids, and
+where the CPU went: core-seconds of the worker, its graph database and PostgreSQL's
+backends over the run, and the machine's busy share of all its cores (psutil).
 
 The worker drains the ingest queue before the writers' queue (workers/app.py), so a
 bulk load like this one is first stored as pending batches, then clustered as a
@@ -19,6 +21,7 @@ batches before it, and the processing time is the per-batch figure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import json
@@ -104,6 +107,59 @@ def _summary(batches: list[dict[str, Any]], at: int, width: int) -> dict[str, An
     }
 
 
+def _tree_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of a live process and of its descendants by name."""
+    import psutil
+
+    root = psutil.Process(pid)
+    out = {"worker": sum(root.cpu_times()[:2])}
+    for child in root.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            name = "graph_db" if "redis" in child.name() else child.name()
+            out[name] = out.get(name, 0.0) + sum(child.cpu_times()[:2])
+    return out
+
+
+def _postgres_cpu() -> dict[int, float]:
+    """CPU seconds of each PostgreSQL process alive now, by pid."""
+    import psutil
+
+    out = {}
+    for proc in psutil.process_iter(["name"]):
+        if proc.info["name"] and proc.info["name"].startswith("postgres"):
+            with contextlib.suppress(psutil.Error):
+                out[proc.pid] = sum(proc.cpu_times()[:2])
+    return out
+
+
+def _busy() -> float:
+    """Machine-wide busy CPU seconds so far (all cores, idle and iowait excluded)."""
+    import psutil
+
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
+
+
+def _cpu_use(
+    before: tuple[dict[str, float], dict[int, float], float], worker: int, wall: float
+) -> dict[str, Any]:
+    """Where the run's CPU went: core-seconds per process group, and the machine's use.
+
+    ``before``: the worker tree's, PostgreSQL's and the machine's CPU seconds at the
+    start. PostgreSQL counts the processes alive at the end (a connection that closed
+    during the run is left out; the machine's figure holds it, with ``er ingest``).
+    """
+    tree, pg, busy = _tree_cpu(worker), _postgres_cpu(), _busy()
+    used = {k: round(v - before[0].get(k, 0.0), 1) for k, v in tree.items()}
+    used["postgres"] = round(sum(v - before[1].get(pid, 0.0) for pid, v in pg.items()), 1)
+    cores = os.cpu_count() or 1
+    return {
+        "core_s": used,
+        "machine_busy_core_s": round(busy - before[2], 1),
+        "machine_busy_share": round((busy - before[2]) / (wall * cores), 3),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10_000)
@@ -137,7 +193,9 @@ def main() -> None:
             stderr=subprocess.DEVNULL,
         )
         try:
+            time.sleep(5)  # the worker's start-up (imports, the graph database) is not the run's
             load_before = os.getloadavg()
+            cpu_before = (_tree_cpu(worker.pid), _postgres_cpu(), _busy())
             started = time.perf_counter()
             done = subprocess.run(
                 [
@@ -152,6 +210,7 @@ def main() -> None:
             wall = time.perf_counter() - started
             if done.returncode != 0:
                 raise SystemExit(done.stderr)
+            cpu = _cpu_use(cpu_before, worker.pid, wall)
             batches = _batches(url)
             quality = _quality({**env, "ER_BROKER_URL": ""}, records)
         finally:
@@ -171,6 +230,7 @@ def main() -> None:
         # other processes on the same cores slow every stage: the load, 1/5/15 min
         "load_at_start": [round(x, 2) for x in load_before],
         "load_at_end": [round(x, 2) for x in os.getloadavg()],
+        "cpu": cpu,
     }
     print(json.dumps(out))
     for at in args.at:
