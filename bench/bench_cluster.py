@@ -22,6 +22,9 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -138,15 +141,10 @@ def run_grinch_approx(X: Any, batch: int, hnsw: bool, overlap: bool = True) -> A
     ``hnsw``: each point's candidate leaves come from one hnswlib search (k =
     ``graft_candidates``) among the points of earlier mini-batches, passed as
     ``neighbors=``; GRINCH compares a batch's own rows exactly. Otherwise GRINCH
-    searches every earlier point exactly, a mini-batch at a time.
-
-    ``overlap``: the batch enters the index while GRINCH inserts it. GRINCH only
-    reads the neighbours searched before, hnswlib releases the GIL and inserts on one
-    thread with its fixed seed, so the index and the tree are the same as inserting
-    after the step; the next search waits for the insert.
+    searches every earlier point exactly, a mini-batch at a time. ``overlap``: see
+    :func:`_insert_beside`; GRINCH reads only the neighbours searched before, so the
+    tree is the same either way.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     from er import cluster
 
     est = cluster.Grinch(**GRINCH_APPROX)
@@ -162,11 +160,8 @@ def run_grinch_approx(X: Any, batch: int, hnsw: bool, overlap: bool = True) -> A
             rows = X[s : s + batch]
             unit = cluster.normalize_rows(np.asarray(rows)).astype(np.float32)
             near = index.query(unit, GRINCH_APPROX["graft_candidates"])
-            insert = pool.submit(index.add, unit)
-            if not overlap:
-                insert.result()
-            est.partial_fit(rows, neighbors=near)
-            insert.result()
+            step = partial(est.partial_fit, rows, neighbors=near)
+            _insert_beside(pool, index, unit, step, overlap)
     return est.hierarchy_
 
 
@@ -175,29 +170,44 @@ def run_mbscc_hnsw(X: np.ndarray, batch: int, overlap: bool = True) -> Any:
     er.ann hnswlib index (``MBSCC_HNSW``) and MBSCC takes the batch's k-NN from it
     (``neighbors=``) instead of searching every earlier point itself.
 
-    ``overlap``: the lists are found before the batch enters the index (old points
-    searched, the batch's own rows compared exactly: ``neighbors_before_add``), and the
-    insert runs beside MBSCC's step. Otherwise the batch is added, then searched
-    (``batch_neighbors``), as before 2026-11-23's fourth session.
+    The lists are found before the batch enters the index (old points searched, the
+    batch's own rows compared exactly: ``neighbors_before_add``); ``overlap``: see
+    :func:`_insert_beside`. (Before 2026-11-23's fourth session the batch was added,
+    then searched: ``batch_neighbors``.)
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     from er import cluster
-    from er.ann import batch_neighbors, make_index, neighbors_before_add
+    from er.ann import make_index, neighbors_before_add
 
     est = cluster.MBSCC(k=10)
     index = make_index("hnsw", dim=X.shape[1], seed=0, **MBSCC_HNSW)
     with ThreadPoolExecutor(1) as pool:
         for s in range(0, X.shape[0], batch):
             unit = cluster.normalize_rows(np.asarray(X[s : s + batch])).astype(np.float32)
-            if not overlap:
-                est.partial_fit(unit, neighbors=batch_neighbors(index, unit, est.k))
-                continue
             near = neighbors_before_add(index, unit, est.k)
-            insert = pool.submit(index.add, unit)
-            est.partial_fit(unit, neighbors=near)
-            insert.result()
+            step = partial(est.partial_fit, unit, neighbors=near)
+            _insert_beside(pool, index, unit, step, overlap)
     return est.hierarchy_
+
+
+def _insert_beside(
+    pool: ThreadPoolExecutor,
+    index: Any,
+    unit: np.ndarray,
+    step: Callable[[], object],
+    overlap: bool,
+) -> None:
+    """Add the batch ``unit``, shape (b, d), to ``index`` and run the core's ``step``.
+
+    ``overlap``: the insert runs on the pool's thread while the step runs (hnswlib
+    releases the GIL and inserts on one thread with its fixed seed, so the index is
+    the one of a plain insert); the step must read only what was searched before.
+    Otherwise the insert ends before the step starts. Returns once both are done.
+    """
+    insert = pool.submit(index.add, unit)
+    if not overlap:
+        insert.result()
+    step()
+    insert.result()
 
 
 def run_algo(algo: str, X: Any, batch: int, overlap_index: bool = True) -> Any:
@@ -542,7 +552,7 @@ def main() -> None:
         "--sequential-index",
         dest="overlap_index",
         action="store_false",
-        help="*-hnsw: insert a batch into the index before (MBSCC) or after (GRINCH) the step",
+        help="*-hnsw: a batch enters the index before the core step, not beside it",
     )
     p.set_defaults(func=one)
     p = sub.add_parser("marking")

@@ -7,8 +7,10 @@ and cluster tasks. Reported: sustained mentions/s (first enqueue to last batch
 done), per-batch processing time p50/p95 and queueing latency (batch row created ->
 done) p50/p95 around 10k, 50k and 100k resolved, the mean time per stage,
 pairwise/B-cubed F1 of the exported entities against the generator's gold ids, and
-where the CPU went: core-seconds of the worker, its graph database and PostgreSQL's
-backends over the run, and the machine's busy share of all its cores (psutil).
+where the CPU went (psutil): core-seconds of the worker, its graph database and
+PostgreSQL over the run, the machine's busy share of all its cores, what no group
+holds (``er ingest``, Redis, the OS) and the hypervisor's steal. The clock starts once
+the worker has settled after its start-up.
 
 The worker drains the ingest queue before the writers' queue (workers/app.py), so a
 bulk load like this one is first stored as pending batches, then clustered as a
@@ -32,9 +34,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pg import fresh_database
@@ -107,57 +110,81 @@ def _summary(batches: list[dict[str, Any]], at: int, width: int) -> dict[str, An
     }
 
 
-def _tree_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds (user + system) of a live process and of its descendants by name."""
-    import psutil
+class CpuClock(NamedTuple):
+    """CPU seconds (user + system) read at one moment, by process."""
 
-    root = psutil.Process(pid)
-    out = {"worker": sum(root.cpu_times()[:2])}
+    worker: dict[int, tuple[str, float]]  # pid -> (group, seconds): the worker's tree
+    postgres: dict[int, float]  # pid -> seconds: the postmaster (with reaped backends), backends
+    machine: float  # busy seconds of all cores
+    steal: float  # seconds the hypervisor gave to other guests
+
+
+def _seconds(proc: psutil.Process, reaped: bool = False) -> float:
+    """user + system seconds of ``proc``; ``reaped``: with its exited children's."""
+    t = proc.cpu_times()
+    return t.user + t.system + ((t.children_user + t.children_system) if reaped else 0.0)
+
+
+def _read_clock(worker: int) -> CpuClock:
+    """The worker's tree (its graph database as ``graph_db``), PostgreSQL, the machine."""
+    root = psutil.Process(worker)
+    tree = {worker: ("worker", _seconds(root, reaped=True))}
     for child in root.children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            name = "graph_db" if "redis" in child.name() else child.name()
-            out[name] = out.get(name, 0.0) + sum(child.cpu_times()[:2])
-    return out
-
-
-def _postgres_cpu() -> dict[int, float]:
-    """CPU seconds of each PostgreSQL process alive now, by pid."""
-    import psutil
-
-    out = {}
-    for proc in psutil.process_iter(["name"]):
-        if proc.info["name"] and proc.info["name"].startswith("postgres"):
-            with contextlib.suppress(psutil.Error):
-                out[proc.pid] = sum(proc.cpu_times()[:2])
-    return out
-
-
-def _busy() -> float:
-    """Machine-wide busy CPU seconds so far (all cores, idle and iowait excluded)."""
-    import psutil
-
+            group = "graph_db" if "redis" in child.name() else child.name()
+            tree[child.pid] = (group, _seconds(child, reaped=True))
+    procs = [p for p in psutil.process_iter(["name", "ppid"]) if p.info["name"] == "postgres"]
+    pids = {p.pid for p in procs}
+    pg = {}
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            # the postmaster (no postgres parent) also holds the backends that closed
+            pg[proc.pid] = _seconds(proc, reaped=proc.info["ppid"] not in pids)
     t = psutil.cpu_times()
-    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
+    # guest time is counted in user time already (Linux); iowait and steal are not work
+    idle = t.idle + t.iowait + t.steal + t.guest + t.guest_nice
+    return CpuClock(tree, pg, sum(t) - idle, t.steal)
 
 
-def _cpu_use(
-    before: tuple[dict[str, float], dict[int, float], float], worker: int, wall: float
-) -> dict[str, Any]:
-    """Where the run's CPU went: core-seconds per process group, and the machine's use.
+def _cpu_use(before: CpuClock, after: CpuClock, wall: float) -> dict[str, Any]:
+    """Where the run's CPU went between two readings ``wall`` seconds apart.
 
-    ``before``: the worker tree's, PostgreSQL's and the machine's CPU seconds at the
-    start. PostgreSQL counts the processes alive at the end (a connection that closed
-    during the run is left out; the machine's figure holds it, with ``er ingest``).
+    Returns
+    -------
+    dict
+        ``core_s``: core-seconds per group (worker, graph_db, postgres); the
+        machine's busy core-seconds and their share of all cores over ``wall``;
+        ``steal_core_s``; ``unattributed_core_s`` (``er ingest``, Redis, the OS).
     """
-    tree, pg, busy = _tree_cpu(worker), _postgres_cpu(), _busy()
-    used = {k: round(v - before[0].get(k, 0.0), 1) for k, v in tree.items()}
-    used["postgres"] = round(sum(v - before[1].get(pid, 0.0) for pid, v in pg.items()), 1)
+    used: dict[str, float] = {}
+    for pid, (group, sec) in after.worker.items():
+        used[group] = used.get(group, 0.0) + sec - before.worker.get(pid, (group, 0.0))[1]
+    used["postgres"] = sum(
+        sec - before.postgres.get(pid, 0.0) for pid, sec in after.postgres.items()
+    )
+    busy = after.machine - before.machine
     cores = os.cpu_count() or 1
     return {
-        "core_s": used,
-        "machine_busy_core_s": round(busy - before[2], 1),
-        "machine_busy_share": round((busy - before[2]) / (wall * cores), 3),
+        "core_s": {k: round(v, 1) for k, v in used.items()},
+        "machine_busy_core_s": round(busy, 1),
+        "machine_busy_share": round(busy / (wall * cores), 3),
+        "unattributed_core_s": round(busy - sum(used.values()), 1),
+        "steal_core_s": round(after.steal - before.steal, 1),
     }
+
+
+def _wait_idle(pid: int, timeout: float = 120.0) -> None:
+    """Wait until the worker's tree has used under 0.05 CPU s over a second: started
+    (imports, broker connection), waiting for tasks."""
+    deadline = time.monotonic() + timeout
+    last = sum(sec for _, sec in _read_clock(pid).worker.values())
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = sum(sec for _, sec in _read_clock(pid).worker.values())
+        if now - last < 0.05:
+            return
+        last = now
+    raise SystemExit(f"the worker (pid {pid}) did not settle within {timeout:.0f} s")
 
 
 def main() -> None:
@@ -193,9 +220,9 @@ def main() -> None:
             stderr=subprocess.DEVNULL,
         )
         try:
-            time.sleep(5)  # the worker's start-up (imports, the graph database) is not the run's
+            _wait_idle(worker.pid)  # its start-up is not the run's
             load_before = os.getloadavg()
-            cpu_before = (_tree_cpu(worker.pid), _postgres_cpu(), _busy())
+            cpu_before = _read_clock(worker.pid)
             started = time.perf_counter()
             done = subprocess.run(
                 [
@@ -210,7 +237,7 @@ def main() -> None:
             wall = time.perf_counter() - started
             if done.returncode != 0:
                 raise SystemExit(done.stderr)
-            cpu = _cpu_use(cpu_before, worker.pid, wall)
+            cpu = _cpu_use(cpu_before, _read_clock(worker.pid), wall)
             batches = _batches(url)
             quality = _quality({**env, "ER_BROKER_URL": ""}, records)
         finally:

@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
-from er.ann._index import NeighborIndex, check_rows, exact_search, make_index
+from er.ann._index import NeighborIndex, _check_k, check_rows, exact_search, make_index
 from er.cluster import as_graph, normalize_rows
 from er.exceptions import ConfigError
 
@@ -82,7 +82,7 @@ def neighbors_before_add(
     sim : ndarray of float32, shape (b, k)
         Their cosines, -inf padded.
     """
-    rows = check_rows(rows, index.dim)
+    k, rows = _check_k(k), check_rows(rows, index.dim)
     n0, b = len(index), rows.shape[0]
     own_idx, own_sim = drop_self(np.arange(b), *exact_search(rows, rows, k + 1))
     own_idx = np.where(own_idx >= 0, own_idx + n0, -1)
@@ -90,7 +90,8 @@ def neighbors_before_add(
         return own_idx, own_sim
     old_idx, old_sim = index.query(rows, k)
     idx, sim = np.hstack([old_idx, own_idx]), np.hstack([old_sim, own_sim])
-    # best first, ties to the lower id, padding (-1, -inf) last
+    # best first, ties to the lower id, padding (-1, -inf) last (a stable sort on -sim
+    # alone would give the same while old ids precede the batch's; spelled out here)
     order = np.lexsort((np.where(idx >= 0, idx, np.iinfo(np.int64).max), -sim), axis=-1)[:, :k]
     return np.take_along_axis(idx, order, axis=1), np.take_along_axis(sim, order, axis=1)
 

@@ -41,11 +41,22 @@ def clustered(n: int, d: int = 16, seed: int = 0) -> np.ndarray:
     return normalize_rows(X)
 
 
-def brute(Q: np.ndarray, X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Oracle: full sort of float64 cosines rounded to float32, ties to the lower id."""
+def brute(
+    Q: np.ndarray, X: np.ndarray, k: int, exclude: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Oracle: full sort of float64 cosines rounded to float32, ties to the lower id.
+
+    ``exclude``: one row of X per query left out (its own point); rows short of k
+    candidates are padded with (-1, -inf).
+    """
     S = (Q.astype(np.float64) @ X.astype(np.float64).T).astype(np.float32)
+    if exclude is not None:
+        S[np.arange(Q.shape[0]), exclude] = -np.inf
     order = np.lexsort((np.broadcast_to(np.arange(X.shape[0]), S.shape), -S), axis=-1)[:, :k]
-    return order, np.take_along_axis(S, order, axis=1)
+    sim = np.take_along_axis(S, order, axis=1)
+    idx = np.where(np.isneginf(sim), -1, order)
+    pad = ((0, 0), (0, k - idx.shape[1]))
+    return np.pad(idx, pad, constant_values=-1), np.pad(sim, pad, constant_values=-np.inf)
 
 
 def build(backend: str, X: np.ndarray, batch: int = 100, seed: int = 0):
@@ -258,19 +269,6 @@ def test_batch_neighbors_are_the_other_points(backend: str) -> None:
     assert recall(idx, truth) >= (1.0 if backend == "exact" else 0.9)
 
 
-def _others(Q: np.ndarray, X: np.ndarray, ids: np.ndarray, k: int) -> tuple:
-    """Oracle: each row's k best among the rows of X other than its own id, padded."""
-    S = (Q.astype(np.float64) @ X.astype(np.float64).T).astype(np.float32)
-    S[np.arange(Q.shape[0]), ids] = -np.inf
-    order = np.lexsort((np.broadcast_to(np.arange(X.shape[0]), S.shape), -S), axis=-1)[:, :k]
-    sim = np.take_along_axis(S, order, axis=1)
-    idx = np.where(np.isneginf(sim), -1, order)
-    pad = k - idx.shape[1]
-    return np.pad(idx, ((0, 0), (0, pad)), constant_values=-1), np.pad(
-        sim, ((0, 0), (0, pad)), constant_values=-np.inf
-    )
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 40), min_size=1, max_size=5),
@@ -296,7 +294,7 @@ def test_neighbors_before_add_equal_the_other_points_exactly(
         assert len(early) == start  # the index is left as it was
         early.add(rows)
         ids = np.arange(start, start + b)
-        tidx, tsim = _others(rows, X[: start + b], ids, k)
+        tidx, tsim = brute(rows, X[: start + b], k, exclude=ids)
         np.testing.assert_array_equal(idx, tidx)
         np.testing.assert_array_equal(sim, tsim)
         bidx, bsim = batch_neighbors(late, rows, k)
@@ -307,18 +305,29 @@ def test_neighbors_before_add_equal_the_other_points_exactly(
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_neighbors_before_add_on_every_backend(backend: str) -> None:
-    X = clustered(600)
+    """The index's own answer for the old points, brute force for the batch's rows,
+    merged best first, on every backend (and, for exact search, the true top k)."""
+    X = clustered(6_000)
+    # 20 batch rows around a direction no old point is near: their k nearest are all
+    # batch rows, so the batch's own lists must be complete
+    rng = np.random.default_rng(1)
+    X[5_000:5_020] = normalize_rows(rng.normal(size=16) + 0.05 * rng.normal(size=(20, 16)))
+    old, batch = X[:5_000], X[5_000:]
     index = make_index(backend, dim=16, **SMALL[backend])
-    index.add(X[:500])
-    idx, _ = neighbors_before_add(index, X[500:], K)
-    assert len(index) == 500
-    truth, _ = _others(X[500:], X, np.arange(500, 600), K)
+    for start in range(0, 5_000, 1_000):
+        index.add(old[start : start + 1_000])
+    idx, sim = neighbors_before_add(index, batch, K)
+    assert len(index) == 5_000
+    old_idx, old_sim = index.query(batch, K)
+    own_idx, own_sim = brute(batch, batch, K, exclude=np.arange(1_000))
+    for r in range(1_000):  # a plain Python merge: (-sim, id), padding dropped
+        pairs = [(-s, i) for s, i in zip(old_sim[r], old_idx[r], strict=True) if i >= 0]
+        pairs += [(-s, 5_000 + i) for s, i in zip(own_sim[r], own_idx[r], strict=True) if i >= 0]
+        best = sorted(pairs)[:K]
+        assert idx[r].tolist() == [i for _, i in best]
+        np.testing.assert_array_equal(sim[r], np.float32([-s for s, _ in best]))
+    truth, _ = brute(batch, X, K, exclude=np.arange(5_000, 6_000))
     assert recall(idx, truth) >= (1.0 if backend == "exact" else 0.9)
-    # the batch's own rows are compared exactly on every backend: each true neighbour
-    # from the batch is kept (only points truly nearer, or tied with a lower id, rank
-    # above it, and there are fewer than k of those)
-    for found, true in zip(idx, truth, strict=True):
-        assert set(true[true >= 500]) <= set(found)
 
 
 def test_exact_index_graph_equals_knn_graph() -> None:
