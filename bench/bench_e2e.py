@@ -125,14 +125,21 @@ def _seconds(proc: psutil.Process, reaped: bool = False) -> float:
     return t.user + t.system + ((t.children_user + t.children_system) if reaped else 0.0)
 
 
-def _read_clock(worker: int) -> CpuClock:
-    """The worker's tree (its graph database as ``graph_db``), PostgreSQL, the machine."""
+def _worker_tree(worker: int) -> dict[int, tuple[str, float]]:
+    """pid -> (group, CPU seconds) of the worker and its descendants (its graph
+    database as ``graph_db``)."""
     root = psutil.Process(worker)
     tree = {worker: ("worker", _seconds(root, reaped=True))}
     for child in root.children(recursive=True):
         with contextlib.suppress(psutil.Error):
             group = "graph_db" if "redis" in child.name() else child.name()
             tree[child.pid] = (group, _seconds(child, reaped=True))
+    return tree
+
+
+def _read_clock(worker: int) -> CpuClock:
+    """The worker's tree, PostgreSQL, the machine."""
+    tree = _worker_tree(worker)
     procs = [p for p in psutil.process_iter(["name", "ppid"]) if p.info["name"] == "postgres"]
     pids = {p.pid for p in procs}
     pg = {}
@@ -177,10 +184,10 @@ def _wait_idle(pid: int, timeout: float = 120.0) -> None:
     """Wait until the worker's tree has used under 0.05 CPU s over a second: started
     (imports, broker connection), waiting for tasks."""
     deadline = time.monotonic() + timeout
-    last = sum(sec for _, sec in _read_clock(pid).worker.values())
+    last = sum(sec for _, sec in _worker_tree(pid).values())
     while time.monotonic() < deadline:
         time.sleep(1.0)
-        now = sum(sec for _, sec in _read_clock(pid).worker.values())
+        now = sum(sec for _, sec in _worker_tree(pid).values())
         if now - last < 0.05:
             return
         last = now
