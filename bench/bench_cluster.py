@@ -142,7 +142,7 @@ def run_grinch_approx(X: Any, batch: int, hnsw: bool, overlap: bool = True) -> A
     ``graft_candidates``) among the points of earlier mini-batches, passed as
     ``neighbors=``; GRINCH compares a batch's own rows exactly. Otherwise GRINCH
     searches every earlier point exactly, a mini-batch at a time. ``overlap``: see
-    :func:`_insert_beside`; GRINCH reads only the neighbours searched before, so the
+    :func:`_index_beside`; GRINCH reads only the neighbours searched before, so the
     tree is the same either way.
     """
     from er import cluster
@@ -155,14 +155,25 @@ def run_grinch_approx(X: Any, batch: int, hnsw: bool, overlap: bool = True) -> A
     from er.ann import make_index
 
     index = make_index("hnsw", dim=X.shape[1], seed=0, **GRINCH_HNSW)
-    with ThreadPoolExecutor(1) as pool:
-        for s in range(0, X.shape[0], batch):
-            rows = X[s : s + batch]
-            unit = cluster.normalize_rows(np.asarray(rows)).astype(np.float32)
-            near = index.query(unit, GRINCH_APPROX["graft_candidates"])
-            step = partial(est.partial_fit, rows, neighbors=near)
-            _insert_beside(pool, index, unit, step, overlap)
+
+    def step(i: int, near: Any) -> None:
+        est.partial_fit(X[i * batch : (i + 1) * batch], neighbors=near)
+
+    def search(unit: np.ndarray) -> Any:
+        return index.query(unit, GRINCH_APPROX["graft_candidates"])
+
+    _index_beside(index, _unit_batches(X, batch), search, step, overlap)
     return est.hierarchy_
+
+
+def _unit_batches(X: Any, batch: int) -> list[np.ndarray]:
+    """The mini-batches of X as float32 unit rows, each of shape (<= batch, d)."""
+    from er import cluster
+
+    return [
+        cluster.normalize_rows(np.asarray(X[s : s + batch])).astype(np.float32)
+        for s in range(0, X.shape[0], batch)
+    ]
 
 
 def run_mbscc_hnsw(X: np.ndarray, batch: int, overlap: bool = True) -> Any:
@@ -172,7 +183,7 @@ def run_mbscc_hnsw(X: np.ndarray, batch: int, overlap: bool = True) -> Any:
 
     The lists are found before the batch enters the index (old points searched, the
     batch's own rows compared exactly: ``neighbors_before_add``); ``overlap``: see
-    :func:`_insert_beside`. (Before 2026-11-23's fourth session the batch was added,
+    :func:`_index_beside`. (Before 2026-11-23's fourth session the batch was added,
     then searched: ``batch_neighbors``.)
     """
     from er import cluster
@@ -180,34 +191,57 @@ def run_mbscc_hnsw(X: np.ndarray, batch: int, overlap: bool = True) -> Any:
 
     est = cluster.MBSCC(k=10)
     index = make_index("hnsw", dim=X.shape[1], seed=0, **MBSCC_HNSW)
-    with ThreadPoolExecutor(1) as pool:
-        for s in range(0, X.shape[0], batch):
-            unit = cluster.normalize_rows(np.asarray(X[s : s + batch])).astype(np.float32)
-            near = neighbors_before_add(index, unit, est.k)
-            step = partial(est.partial_fit, unit, neighbors=near)
-            _insert_beside(pool, index, unit, step, overlap)
+    units = _unit_batches(X, batch)
+
+    def step(i: int, near: Any) -> None:
+        est.partial_fit(units[i], neighbors=near)
+
+    _index_beside(index, units, partial(neighbors_before_add, index, k=est.k), step, overlap)
     return est.hierarchy_
 
 
-def _insert_beside(
-    pool: ThreadPoolExecutor,
+def _index_beside(
     index: Any,
-    unit: np.ndarray,
-    step: Callable[[], object],
+    units: list[np.ndarray],
+    search: Callable[[np.ndarray], Any],
+    step: Callable[[int, Any], object],
     overlap: bool,
 ) -> None:
-    """Add the batch ``unit``, shape (b, d), to ``index`` and run the core's ``step``.
+    """Run a core over mini-batches on ``index``, the index's work beside the core's.
 
-    ``overlap``: the insert runs on the pool's thread while the step runs (hnswlib
-    releases the GIL and inserts on one thread with its fixed seed, so the index is
-    the one of a plain insert); the step must read only what was searched before.
-    Otherwise the insert ends before the step starts. Returns once both are done.
+    Parameters
+    ----------
+    units : list of ndarray of shape (b, d)
+        The mini-batches' unit rows, in order.
+    search : callable (unit) -> neighbours
+        The batch's neighbours among the points indexed so far.
+    step : callable (i, neighbours)
+        The core's step on batch i with its neighbours.
+    overlap : bool
+        While the core steps batch i, a second thread adds batch i to the index and
+        then searches batch i + 1 (hnswlib releases the GIL, and inserts on one
+        thread with its fixed seed, so the index is the one of a plain insert; the
+        core reads only what was searched before). Otherwise that work ends before
+        the step starts. Either way every batch is searched among exactly the
+        batches before it, so the cores' results are the same.
+        (Before 2026-11-23's fifth session, the search of batch i + 1 waited for step i.)
     """
-    insert = pool.submit(index.add, unit)
-    if not overlap:
-        insert.result()
-    step()
-    insert.result()
+    if not units:
+        return
+    near = search(units[0])
+    with ThreadPoolExecutor(1) as pool:
+        for i, unit in enumerate(units):
+            following = units[i + 1] if i + 1 < len(units) else None
+
+            def index_work(unit: np.ndarray = unit, following: Any = following) -> Any:
+                index.add(unit)
+                return None if following is None else search(following)
+
+            work = pool.submit(index_work)
+            if not overlap:
+                work.result()
+            step(i, near)
+            near = work.result()
 
 
 def run_algo(algo: str, X: Any, batch: int, overlap_index: bool = True) -> Any:
@@ -552,7 +586,7 @@ def main() -> None:
         "--sequential-index",
         dest="overlap_index",
         action="store_false",
-        help="*-hnsw: a batch enters the index before the core step, not beside it",
+        help="*-hnsw: the index work (this batch in, the next searched) ends before the step",
     )
     p.set_defaults(func=one)
     p = sub.add_parser("marking")

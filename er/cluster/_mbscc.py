@@ -605,8 +605,8 @@ def _run_marked(
         fresh = np.zeros(agg.n_clusters, bool)
         fresh[pc[marked]] = True
         old = previous[r] if previous is not None and r < len(previous) else None
-        decide = None if old is None or fresh.all() else _reuse(old, key, fresh, pc)
-        agg.merge(lambda nn, best, tau=tau: best >= tau, decide)
+        given = None if old is None or fresh.all() else _reused(old, key, fresh, pc)
+        agg.merge(lambda nn, best, tau=tau: best >= tau, given)
         nn, best = agg.last_decisions
         target = np.where(nn >= 0, key[np.maximum(nn, 0)], -1)
         out_pc = agg.point_cluster
@@ -616,20 +616,21 @@ def _run_marked(
     return rounds
 
 
-def _reuse(old: _Round, key: NDArray, fresh: NDArray, pc: NDArray):
-    """A `decide` hook: unmarked clusters take their last-batch neighbour and value."""
+def _reused(
+    old: _Round, key: NDArray, fresh: NDArray, pc: NDArray
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    """Decisions unmarked clusters take from the last batch: (rows, nn, best).
 
-    def decide(nn: NDArray, best: NDArray) -> tuple[NDArray, NDArray]:
-        stale = np.flatnonzero(~fresh)
-        found, target, value = old.lookup(key[stale])
-        ok = found & (target >= 0)
-        idx, to = stale[ok], pc[target[ok]]
-        keep = to != idx
-        nn, best = nn.copy(), best.copy()
-        nn[idx[keep]], best[idx[keep]] = to[keep], value[ok][keep]
-        return nn, best
-
-    return decide
+    An unmarked cluster found in the last batch's round takes its neighbour (the
+    cluster now holding that neighbour's smallest point) and linkage value, unless
+    the neighbour has since joined it; the others decide afresh.
+    """
+    stale = np.flatnonzero(~fresh)
+    found, target, value = old.lookup(key[stale])
+    ok = found & (target >= 0)
+    idx, to = stale[ok], pc[target[ok]]
+    keep = to != idx
+    return idx[keep], to[keep], value[ok][keep]
 
 
 def _next_marks(marked: NDArray, out_pc: NDArray, old: _Round | None, n: int, m: int) -> NDArray:

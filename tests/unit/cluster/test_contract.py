@@ -54,3 +54,27 @@ def test_contraction_sums_each_pair_of_clusters_and_keeps_every_connected_pair(c
     assert got.nnz == int(stored.sum())  # no pair stored twice
     np.testing.assert_array_equal(stored, joined)
     np.testing.assert_allclose(got.toarray(), want, atol=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(graphs())
+def test_scipy_kernel_path_equals_the_public_product(case) -> None:
+    """Positive graphs contract through scipy's kernel with a bounded output
+    (_product_bounded); the public ``@`` it stands in for gives the same entries."""
+    from er.cluster import _rounds
+
+    W, _, _, lab, n_comp = case
+    if not (W.nnz and W.data.min() > 0):
+        return
+    assert _rounds._csr_matmat is not None  # this scipy has the kernel: the fast path runs
+    fast = _contract_graph(W, lab, n_comp, use_max=False)
+    kernel, _rounds._csr_matmat = _rounds._csr_matmat, None
+    try:
+        public = _contract_graph(W, lab, n_comp, use_max=False)
+    finally:
+        _rounds._csr_matmat = kernel
+    fast.sort_indices()
+    public.sort_indices()
+    np.testing.assert_array_equal(fast.indptr, public.indptr)
+    np.testing.assert_array_equal(fast.indices, public.indices)
+    np.testing.assert_array_equal(fast.data, public.data)

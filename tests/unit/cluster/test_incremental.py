@@ -198,13 +198,13 @@ def test_mbscc_paper_marking_reuses_decisions_of_unmarked_clusters(
     first = X[y == 0][:6].tolist() + X[y == 1].tolist()
     second = X[y == 0][6:]
     stale_counts: list[int] = []
-    real = _mbscc._reuse
+    real = _mbscc._reused
 
     def spy(old, key, fresh, pc):  # type: ignore[no-untyped-def]
         stale_counts.append(int((~fresh).sum()))
         return real(old, key, fresh, pc)
 
-    monkeypatch.setattr(_mbscc, "_reuse", spy)
+    monkeypatch.setattr(_mbscc, "_reused", spy)
     m = MBSCC(k=3).partial_fit(np.asarray(first, np.float32))
     assert stale_counts == []  # first batch: everything is new
     m.partial_fit(second)

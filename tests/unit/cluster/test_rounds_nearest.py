@@ -84,41 +84,65 @@ def test_kept_best_neighbours_build_the_recomputed_hierarchy(
     _same(kept, oracle)
 
 
+def _batched_points(min_batches: int) -> st.SearchStrategy[dict[str, Any]]:
+    """Points arriving in mini-batches: :func:`_points`'s arguments and batch sizes."""
+    return st.fixed_dictionaries(
+        {
+            "seed": st.integers(0, 2**32 - 1),
+            "batches": st.lists(st.integers(1, 40), min_size=min_batches, max_size=6),
+            "blobs": st.integers(1, 6),
+            "noise": st.floats(0.05, 2.0),
+            "dups": st.integers(0, 6),
+        }
+    )
+
+
+def _mbscc_batches(case: dict[str, Any], **params: Any) -> list[Any]:
+    """(hierarchy, stable ids) after each mini-batch of MBSCC over a
+    :func:`_batched_points` case."""
+    batches = case["batches"]
+    X = _points(case["seed"], sum(batches), case["blobs"], case["noise"], case["dups"])
+    est = MBSCC(k=4, n_levels=25, schedule="linear", **params)
+    out = []
+    for a, b in itertools.pairwise(np.cumsum([0, *batches])):
+        est.partial_fit(X[a:b])
+        out.append((est.hierarchy_, est.node_ids_.copy()))
+    return out
+
+
+def _same_batches(got: list[Any], want: list[Any]) -> None:
+    for (h1, ids1), (h2, ids2) in zip(got, want, strict=True):
+        _same(h1, h2)
+        assert np.array_equal(ids1, ids2)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=_ONCE)
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    batches=st.lists(st.integers(1, 40), min_size=1, max_size=6),
-    blobs=st.integers(1, 6),
-    noise=st.floats(0.05, 1.5),
-    dups=st.integers(0, 6),
+    case=_batched_points(1),
     linkage=st.sampled_from(_rounds.LINKAGES),
     marking=st.sampled_from(["paper", "exact"]),
 )
 def test_mbscc_rounds_with_kept_answers_equal_recomputed_ones(
-    monkeypatch: pytest.MonkeyPatch,
-    seed: int,
-    batches: list[int],
-    blobs: int,
-    noise: float,
-    dups: int,
-    linkage: str,
-    marking: str,
+    monkeypatch: pytest.MonkeyPatch, case: dict[str, Any], linkage: str, marking: str
 ) -> None:
-    X = _points(seed, sum(batches), blobs, noise, dups)
-    cuts = np.cumsum([0, *batches])
-
-    def run() -> list[Any]:
-        est = MBSCC(k=4, n_levels=25, linkage=linkage, schedule="linear", marking=marking)
-        out = []
-        for a, b in itertools.pairwise(cuts):
-            est.partial_fit(X[a:b])
-            out.append((est.hierarchy_, est.node_ids_.copy()))
-        return out
-
-    kept = run()
+    kept = _mbscc_batches(case, linkage=linkage, marking=marking)
     with monkeypatch.context() as m:
         m.setattr("er.cluster._mbscc.Agglomerator", _Recomputing)
-        oracle = run()
-    for (h1, ids1), (h2, ids2) in zip(kept, oracle, strict=True):
-        _same(h1, h2)
-        assert np.array_equal(ids1, ids2)
+        oracle = _mbscc_batches(case, linkage=linkage, marking=marking)
+    _same_batches(kept, oracle)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=_ONCE)
+@given(case=_batched_points(2), linkage=st.sampled_from(["average", "single"]))
+def test_mbscc_rows_computed_alone_equal_every_row_computed(
+    monkeypatch: pytest.MonkeyPatch, case: dict[str, Any], linkage: str
+) -> None:
+    """Paper marking computes only the clusters whose decision is not reused
+    (``ROWS_ALONE_BELOW``); the oracle computes every row and then overwrites the
+    reused ones. Same hierarchy and ids after every batch, ties included."""
+    runs = []
+    for share in (2.0, 0.0):  # always alone; never
+        with monkeypatch.context() as m:
+            m.setattr(_rounds, "ROWS_ALONE_BELOW", share)
+            runs.append(_mbscc_batches(case, linkage=linkage))
+    _same_batches(*runs)
