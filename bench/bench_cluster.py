@@ -156,24 +156,14 @@ def run_grinch_approx(X: Any, batch: int, hnsw: bool, overlap: bool = True) -> A
 
     index = make_index("hnsw", dim=X.shape[1], seed=0, **GRINCH_HNSW)
 
-    def step(i: int, near: Any) -> None:
-        est.partial_fit(X[i * batch : (i + 1) * batch], neighbors=near)
+    def step(rows: slice, unit: np.ndarray, near: Any) -> None:
+        est.partial_fit(X[rows], neighbors=near)
 
     def search(unit: np.ndarray) -> Any:
         return index.query(unit, GRINCH_APPROX["graft_candidates"])
 
-    _index_beside(index, _unit_batches(X, batch), search, step, overlap)
+    _index_beside(index, X, batch, search, step, overlap)
     return est.hierarchy_
-
-
-def _unit_batches(X: Any, batch: int) -> list[np.ndarray]:
-    """The mini-batches of X as float32 unit rows, each of shape (<= batch, d)."""
-    from er import cluster
-
-    return [
-        cluster.normalize_rows(np.asarray(X[s : s + batch])).astype(np.float32)
-        for s in range(0, X.shape[0], batch)
-    ]
 
 
 def run_mbscc_hnsw(X: np.ndarray, batch: int, overlap: bool = True) -> Any:
@@ -191,57 +181,71 @@ def run_mbscc_hnsw(X: np.ndarray, batch: int, overlap: bool = True) -> Any:
 
     est = cluster.MBSCC(k=10)
     index = make_index("hnsw", dim=X.shape[1], seed=0, **MBSCC_HNSW)
-    units = _unit_batches(X, batch)
 
-    def step(i: int, near: Any) -> None:
-        est.partial_fit(units[i], neighbors=near)
+    def step(rows: slice, unit: np.ndarray, near: Any) -> None:
+        est.partial_fit(unit, neighbors=near)
 
-    _index_beside(index, units, partial(neighbors_before_add, index, k=est.k), step, overlap)
+    _index_beside(index, X, batch, partial(neighbors_before_add, index, k=est.k), step, overlap)
     return est.hierarchy_
 
 
 def _index_beside(
     index: Any,
-    units: list[np.ndarray],
+    X: Any,
+    batch: int,
     search: Callable[[np.ndarray], Any],
-    step: Callable[[int, Any], object],
+    step: Callable[[slice, np.ndarray, Any], object],
     overlap: bool,
 ) -> None:
-    """Run a core over mini-batches on ``index``, the index's work beside the core's.
+    """Run a core over the mini-batches of X on ``index``, the index's work beside
+    the core's.
 
     Parameters
     ----------
-    units : list of ndarray of shape (b, d)
-        The mini-batches' unit rows, in order.
+    X : ndarray of shape (n, d)
+    batch : int
+        Rows per mini-batch.
     search : callable (unit) -> neighbours
-        The batch's neighbours among the points indexed so far.
-    step : callable (i, neighbours)
-        The core's step on batch i with its neighbours.
+        A batch's neighbours among the points indexed so far; ``unit`` is the batch
+        as float32 unit rows, shape (b, d).
+    step : callable (rows, unit, neighbours)
+        The core's step on the batch ``X[rows]``.
     overlap : bool
-        While the core steps batch i, a second thread adds batch i to the index and
-        then searches batch i + 1 (hnswlib releases the GIL, and inserts on one
-        thread with its fixed seed, so the index is the one of a plain insert; the
-        core reads only what was searched before). Otherwise that work ends before
-        the step starts. Either way every batch is searched among exactly the
-        batches before it, so the cores' results are the same.
-        (Before 2026-11-23's fifth session, the search of batch i + 1 waited for step i.)
+        While the core steps batch i, a second thread adds batch i to the index,
+        then normalises and searches batch i + 1 (hnswlib releases the GIL, and
+        inserts on one thread with its fixed seed, so the index is the one of a plain
+        insert; the core reads only what was searched before). Otherwise that work
+        ends before the step starts. Either way every batch is searched among
+        exactly the batches before it, so the cores' results are the same.
+        (Before 2026-11-23's fifth session, the search of batch i + 1 waited for
+        step i.)
     """
-    if not units:
-        return
-    near = search(units[0])
-    with ThreadPoolExecutor(1) as pool:
-        for i, unit in enumerate(units):
-            following = units[i + 1] if i + 1 < len(units) else None
+    from er import cluster
 
-            def index_work(unit: np.ndarray = unit, following: Any = following) -> Any:
+    def unit_of(rows: slice) -> np.ndarray:
+        return cluster.normalize_rows(np.asarray(X[rows])).astype(np.float32)
+
+    batches = [slice(s, s + batch) for s in range(0, X.shape[0], batch)]
+    if not batches:
+        return
+    unit = unit_of(batches[0])
+    near = search(unit)
+    with ThreadPoolExecutor(1) as pool:
+        for i, rows in enumerate(batches):
+            following = batches[i + 1] if i + 1 < len(batches) else None
+
+            def index_work(unit: np.ndarray = unit, following: slice | None = following) -> Any:
                 index.add(unit)
-                return None if following is None else search(following)
+                if following is None:
+                    return None, None
+                ahead = unit_of(following)
+                return ahead, search(ahead)
 
             work = pool.submit(index_work)
             if not overlap:
                 work.result()
-            step(i, near)
-            near = work.result()
+            step(rows, unit, near)
+            unit, near = work.result()
 
 
 def run_algo(algo: str, X: Any, batch: int, overlap_index: bool = True) -> Any:

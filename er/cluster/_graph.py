@@ -403,6 +403,54 @@ def as_graph(
         G = sparse.coo_array((v, (r, c)), shape=(n, n)).tocsr()
     else:
         G = _max_duplicates(row[keep], col[keep], sim[keep].astype(np.float64), n)
+    return symmetric_max(G)
+
+
+def knn_lists_graph(idx: NDArray[np.int64], sim: NDArray[np.floating]) -> sparse.csr_array:
+    """:func:`as_graph` of k-NN lists: row i's neighbours ``idx[i]`` at ``sim[i]``.
+
+    Parameters
+    ----------
+    idx : ndarray of int64, shape (n, k)
+        Distinct neighbours per row (the row itself is left out); -1 for none.
+    sim : ndarray of float, shape (n, k)
+        Finite similarities.
+
+    Returns
+    -------
+    csr_array of float32, shape (n, n)
+        The same graph as ``as_graph`` of the (row, idx, sim) triples, built from the
+        lists' row order directly instead of converted from triples (57.8 against
+        67.5 ms at 100k x 10).
+    """
+    n = idx.shape[0]
+    ok = idx >= 0
+    # columns ascending, then the missing: scipy's pairwise kernel takes its merge
+    # path on sorted rows (57.8 against 63.1 ms at 100k x 10, the same graph)
+    order = np.argsort(np.where(ok, idx, n), axis=1, kind="stable")
+    cols = np.take_along_axis(idx, order, axis=1)
+    vals = np.take_along_axis(sim, order, axis=1)
+    ok = (cols >= 0) & (cols != np.arange(n)[:, None])
+    if not np.all(np.isfinite(vals[ok])):
+        raise ConfigError("Similarity graph weights must be finite.")
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(ok.sum(axis=1), out=indptr[1:])
+    G = sparse.csr_array((vals[ok].astype(np.float64), cols[ok], indptr), shape=(n, n))
+    return symmetric_max(G)
+
+
+def symmetric_max(G: sparse.csr_array) -> sparse.csr_array:
+    """G's entries and their reverses, the larger where both are stored.
+
+    Parameters
+    ----------
+    G : csr_array, shape (n, n)
+        No duplicate entries, no diagonal.
+
+    Returns
+    -------
+    csr_array of float32, shape (n, n), sorted indices
+    """
     # Keep the stronger of (i, j) and (j, i): +1 shift so zero-similarity edges survive.
     shifted = G.copy()
     shifted.data = shifted.data.astype(np.float64) - G.data.min(initial=0) + 1.0

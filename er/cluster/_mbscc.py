@@ -31,8 +31,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from er.cluster._graph import (
-    as_graph,
     check_neighbors,
+    knn_lists_graph,
     normalize_rows,
     pair_similarities,
     row_entries,
@@ -203,10 +203,8 @@ class _KnnLists:
         self._merge_pairs(old[beats], first_new + new[beats], exact[beats])
 
     def graph(self) -> Any:
-        n = self._n
-        ok = self.idx >= 0
-        rows = np.repeat(np.arange(n), self.k).reshape(n, self.k)[ok]
-        return as_graph((rows, self.idx[ok], self.sim[ok]), n, distinct=True)
+        """The symmetric k-NN graph of the lists (:func:`knn_lists_graph`)."""
+        return knn_lists_graph(self.idx, self.sim)
 
 
 class MBSCC:
@@ -599,20 +597,21 @@ def _run_marked(
     """SCC rounds where only clusters holding a marked point decide afresh (Alg. 10)."""
     rounds: list[_Round] = []
     n = marked.size
+    pc = agg.point_cluster
+    key = _smallest_point(pc, agg.n_clusters)  # a cluster's smallest point names it
+    fresh = np.zeros(agg.n_clusters, bool)  # clusters holding a marked point
+    fresh[pc[marked]] = True
     for r, tau in enumerate(taus):
-        pc = agg.point_cluster
-        key = _smallest_point(pc, agg.n_clusters)
-        fresh = np.zeros(agg.n_clusters, bool)
-        fresh[pc[marked]] = True
         old = previous[r] if previous is not None and r < len(previous) else None
         given = None if old is None or fresh.all() else _reused(old, key, fresh, pc)
         agg.merge(lambda nn, best, tau=tau: best >= tau, given)
         nn, best = agg.last_decisions
         target = np.where(nn >= 0, key[np.maximum(nn, 0)], -1)
-        out_pc = agg.point_cluster
-        out_key = _smallest_point(out_pc, agg.n_clusters)[out_pc]
-        rounds.append(_Round(key, target, best, out_key))
-        marked = _next_marks(marked, out_pc, old, n, agg.n_clusters)
+        pc = agg.point_cluster
+        out_key = _smallest_point(pc, agg.n_clusters)  # the next round's input names
+        rounds.append(_Round(key, target, best, out_key[pc]))
+        fresh = _next_marks(marked, pc, old, n, agg.n_clusters)
+        marked, key = fresh[pc], out_key
     return rounds
 
 
@@ -634,7 +633,8 @@ def _reused(
 
 
 def _next_marks(marked: NDArray, out_pc: NDArray, old: _Round | None, n: int, m: int) -> NDArray:
-    """U(i+1): new parents, previous parents' members and their nearest neighbours (Eq. 4.10)."""
+    """U(i+1) as a mask of the round's output clusters, shape (m,): new parents,
+    previous parents' members and their nearest neighbours (Eq. 4.10)."""
     parents = np.zeros(m, bool)
     parents[out_pc[marked]] = True
     if old is not None:
@@ -645,7 +645,7 @@ def _next_marks(marked: NDArray, out_pc: NDArray, old: _Round | None, n: int, m:
         found, target, _ = old.lookup(np.flatnonzero(was_parent))
         best_nbr = target[found & (target >= 0)]
         parents[out_pc[best_nbr[best_nbr < n]]] = True
-    return parents[out_pc]
+    return parents
 
 
 class _Snapshot:

@@ -31,22 +31,24 @@ ROWS_ALONE_BELOW = 0.5
 
 def _matmat_kernel() -> Callable[..., None] | None:
     """scipy's CSR product kernel, which ``@`` calls after a counting pass
-    (:func:`_product_bounded`), if this scipy has it with the expected signature;
-    otherwise None, and contraction goes through the public ``@``."""
+    (:func:`_product_bounded`), if this scipy has it and it behaves as relied on:
+    the expected signature, and sums that come to 0 left out. Otherwise None, and
+    contraction goes through the public ``@``."""
     try:
         from scipy.sparse._sparsetools import csr_matmat
     except ImportError:  # pragma: no cover - a scipy that moved it
         return None
-    # [[1]] @ [[3]] as a probe
     ptr, col = np.array([0, 1], np.int32), np.zeros(1, np.int32)
-    out_ptr, out_cols, out_data = np.empty(2, np.int32), np.empty(1, np.int32), np.empty(1)
     try:
-        csr_matmat(1, 1, ptr, col, np.ones(1), ptr, col, np.full(1, 3.0),
-                   out_ptr, out_cols, out_data)  # fmt: skip
-    except (TypeError, ValueError):  # pragma: no cover - a changed signature
+        for value, stored in ((3.0, [0, 1]), (0.0, [0, 0])):  # [[1]] @ [[value]]
+            out_ptr, out_cols, out_data = np.empty(2, np.int32), np.empty(1, np.int32), np.empty(1)
+            csr_matmat(1, 1, ptr, col, np.ones(1), ptr, col, np.full(1, value),
+                       out_ptr, out_cols, out_data)  # fmt: skip
+            if out_ptr.tolist() != stored or (value and out_data[0] != value):
+                return None  # pragma: no cover - a kernel that changed
+    except Exception:  # pragma: no cover - a changed signature
         return None
-    ok = out_ptr.tolist() == [0, 1] and out_cols[0] == 0 and out_data[0] == 3.0
-    return csr_matmat if ok else None
+    return csr_matmat
 
 
 _csr_matmat = _matmat_kernel()
@@ -444,7 +446,9 @@ def _contract_positive(
         return _product_bounded(indptr, members, ptr, cols, data, n_comp)
     relabelled = sparse.csr_array((data, cols, W.indptr), shape=(m, n_comp))
     gather = sparse.csr_array((np.ones(m), members, indptr), shape=(n_comp, m))
-    return sparse.csr_array(gather @ relabelled)
+    C = sparse.csr_array(gather @ relabelled)
+    C.eliminate_zeros()  # the zeroed self-loops, should a product keep zero sums
+    return C
 
 
 def _product_bounded(

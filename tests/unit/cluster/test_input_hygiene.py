@@ -42,3 +42,50 @@ def test_duplicate_edges_keep_the_larger(as_sparse: bool) -> None:
     G = as_graph(edges, None if as_sparse else 3)
     assert G[0, 1] == pytest.approx(0.7) and G[1, 0] == pytest.approx(0.7)
     assert G[0, 2] == pytest.approx(0.5) and G[2, 0] == pytest.approx(0.5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 30),
+    k=st.integers(1, 8),
+    missing=st.floats(0.0, 0.6),
+)
+def test_knn_lists_graph_keeps_the_larger_of_each_pair_like_as_graph(
+    seed: int, n: int, k: int, missing: float
+) -> None:
+    """k-NN lists (distinct neighbours, -1 for none, zero and negative values, values
+    that differ between (i, j) and (j, i)) -> the symmetric graph: a dense loop oracle
+    keeps the larger of the two directions, and as_graph of the same triples agrees."""
+    from er.cluster._graph import knn_lists_graph
+
+    rng = np.random.default_rng(seed)
+    k = min(k, max(n - 1, 1))
+    idx = np.full((n, k), -1, np.int64)
+    sim = np.full((n, k), -np.inf, np.float32)
+    for i in range(n):
+        others = rng.permutation(np.delete(np.arange(n), i))[:k]
+        idx[i, : others.size] = others
+        sim[i, : others.size] = rng.integers(-2, 5, others.size) / 4  # ties, 0, < 0
+    idx[rng.random((n, k)) < missing] = -1
+    stored = np.zeros((n, n), bool)
+    want = np.full((n, n), -np.inf)
+    for i in range(n):
+        for j, s in zip(idx[i], sim[i], strict=True):
+            if j >= 0:
+                for a, b in ((i, j), (j, i)):
+                    stored[a, b] = True
+                    want[a, b] = max(want[a, b], s)
+    got = knn_lists_graph(idx, sim)
+    ok = idx >= 0
+    rows = np.repeat(np.arange(n), k).reshape(n, k)[ok]
+    ref = as_graph((rows, idx[ok], sim[ok]), n, distinct=True)
+    for G in (got, ref):
+        assert G.has_sorted_indices
+        dense_stored = np.zeros((n, n), bool)
+        dense_stored[np.repeat(np.arange(n), np.diff(G.indptr)), G.indices] = True
+        np.testing.assert_array_equal(dense_stored, stored)  # zeros kept as entries
+        np.testing.assert_array_equal(G.toarray()[stored], want[stored].astype(np.float32))
+    np.testing.assert_array_equal(got.indptr, ref.indptr)
+    np.testing.assert_array_equal(got.indices, ref.indices)
+    np.testing.assert_array_equal(got.data, ref.data)

@@ -146,3 +146,22 @@ def test_mbscc_rows_computed_alone_equal_every_row_computed(
             m.setattr(_rounds, "ROWS_ALONE_BELOW", share)
             runs.append(_mbscc_batches(case, linkage=linkage))
     _same_batches(*runs)
+
+
+def test_rows_alone_branch_runs_when_later_batches_reuse_decisions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The equality above tests something only if the rows-alone branch runs: later
+    batches leave most clusters unmarked, and those reuse their decisions."""
+    computed: list[int] = []
+    real = _rounds.Agglomerator._best_of_rows
+
+    def spy(self: _rounds.Agglomerator, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        computed.append(rows.size)
+        return real(self, rows)
+
+    monkeypatch.setattr(_rounds.Agglomerator, "_best_of_rows", spy)
+    monkeypatch.setattr(_rounds, "ROWS_ALONE_BELOW", 2.0)
+    case = {"seed": 3, "batches": [80, 5, 5], "blobs": 6, "noise": 0.1, "dups": 0}
+    _mbscc_batches(case, linkage="average")
+    assert computed  # average linkage keeps no answers: only _decisions calls it
