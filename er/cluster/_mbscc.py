@@ -165,22 +165,25 @@ class _KnnLists:
         """Let new point new[e] into old point old[e]'s list at similarity s[e]."""
         beats = s >= self.sim[old].min(axis=1)  # -inf while a list is not full
         old, new, s = old[beats], new[beats], s[beats]
-        rows = np.unique(old)
-        if rows.size == 0:
+        if old.size == 0:
             return
+        order = np.argsort(old, kind="stable")
+        old, new, s = old[order], new[order], s[order]
+        rows, first, count = np.unique(old, return_index=True, return_counts=True)
         self._touched.append(rows)
-        # all entries of the touched lists plus the candidates, best k per row,
-        # ties to the lower point index (the exact path's order)
-        r = np.concatenate([np.repeat(rows, self.k), old])
-        c = np.concatenate([self.idx[rows].ravel(), new])
-        v = np.concatenate([self.sim[rows].ravel(), s])
-        order = np.lexsort((np.where(c < 0, np.iinfo(np.int64).max, c), -v, r))
-        r, c, v = r[order], c[order], v[order]
-        rank = np.arange(r.size) - np.searchsorted(r, r)
-        top = rank < self.k
-        pos = np.searchsorted(rows, r[top])
-        self.idx[rows[pos], rank[top]] = c[top]
-        self.sim[rows[pos], rank[top]] = v[top]
+        # one row per touched list: its k entries, then its candidates (-1 / -inf
+        # pads); each row sorted on its own, best first, ties to the lower point
+        # index (the exact path's order): small sorts instead of one over all rows
+        k = self.k
+        c = np.full((rows.size, k + int(count.max())), -1, np.int64)
+        v = np.full(c.shape, -np.inf, np.float32)
+        c[:, :k], v[:, :k] = self.idx[rows], self.sim[rows]
+        row = np.repeat(np.arange(rows.size), count)
+        slot = k + np.arange(old.size) - np.repeat(first, count)
+        c[row, slot], v[row, slot] = new, s
+        best = np.lexsort((np.where(c < 0, np.iinfo(np.int64).max, c), -v), axis=-1)[:, :k]
+        self.idx[rows] = np.take_along_axis(c, best, axis=1)
+        self.sim[rows] = np.take_along_axis(v, best, axis=1)
 
     def _merge_old(
         self, S_old: NDArray[np.float32], Q: NDArray[np.float32], first_new: int, slack: float

@@ -78,3 +78,40 @@ def test_scipy_kernel_path_equals_the_public_product(case) -> None:
     np.testing.assert_array_equal(fast.indptr, public.indptr)
     np.testing.assert_array_equal(fast.indices, public.indices)
     np.testing.assert_array_equal(fast.data, public.data)
+
+
+@settings(max_examples=150, deadline=None)
+@given(graphs(), st.sampled_from(["average", "single"]))
+def test_rounds_that_trust_the_graphs_sign_equal_rounds_that_look(case, linkage) -> None:
+    """The round engine decides once whether every entry is > 0 and passes that to
+    each contraction; contractions that look at every graph again store the same
+    entries round after round, also on graphs with stored zeros and negative entries
+    (a stored 0 stays a candidate neighbour)."""
+    from er.cluster import _rounds
+
+    W = case[0]
+    real = _rounds._contract_graph
+
+    def looking(W, lab, n_comp, use_max, positive=None):  # type: ignore[no-untyped-def]
+        return real(W, lab, n_comp, use_max)
+
+    def every_other(nn, best):  # type: ignore[no-untyped-def]
+        return np.arange(nn.size) % 2 == 0  # half the clusters join their neighbour
+
+    trusting = _rounds.Agglomerator(W, linkage)
+    _rounds._contract_graph = looking
+    try:
+        oracle = _rounds.Agglomerator(W, linkage)
+        for _ in range(3):
+            oracle.merge(every_other)
+            _rounds._contract_graph = real
+            trusting.merge(every_other)
+            _rounds._contract_graph = looking
+            a, b = trusting.W.copy(), oracle.W.copy()
+            a.sort_indices()
+            b.sort_indices()
+            np.testing.assert_array_equal(a.indptr, b.indptr)
+            np.testing.assert_array_equal(a.indices, b.indices)
+            np.testing.assert_allclose(a.data, b.data, atol=1e-12)
+    finally:
+        _rounds._contract_graph = real
