@@ -459,10 +459,12 @@ class _Members:
     hashes : ndarray of uint64, shape (c, 2)
     """
 
-    def __init__(self, ids: NDArray, indptr: NDArray, indices: NDArray) -> None:
+    def __init__(
+        self, ids: NDArray, indptr: NDArray, indices: NDArray, hashes: NDArray | None = None
+    ) -> None:
         self.ids, self.indptr, self.indices = ids, indptr, indices
         self.size = np.diff(indptr)
-        self.hashes = _set_hashes(indices, indptr)
+        self.hashes = _set_hashes(indices, indptr) if hashes is None else hashes
 
     @classmethod
     def of(cls, M: Any, first: int) -> _Members:
@@ -483,7 +485,7 @@ class _Members:
         order = np.argsort(self.ids, kind="stable")
         pos, _ = row_entries(self.indptr, order)
         indptr = np.r_[0, np.cumsum(self.size[order])].astype(np.int64)
-        return _Members(self.ids[order], indptr, self.indices[pos])
+        return _Members(self.ids[order], indptr, self.indices[pos], self.hashes[order])
 
     def row_of(self, ids: NDArray[np.int64]) -> NDArray[np.int64]:
         """Rows of known ids (``self.ids`` sorted)."""
@@ -493,10 +495,17 @@ class _Members:
         """(rows of self, rows of other) holding equal point sets."""
         a = np.c_[self.hashes, self.size.astype(np.uint64)]
         b = np.c_[other.hashes, other.size.astype(np.uint64)]
-        both = np.r_[a, b]
-        order = np.lexsort(both.T[::-1])
-        both = both[order]
+        rows = np.r_[a, b]
+        # equal sets sit side by side once sorted on the first hash (the order of a
+        # sort on every column), unless two different sets share it (about 2^-64 a
+        # pair): then sort on every column
+        order = np.argsort(rows[:, 0], kind="stable")
+        both = rows[order]
         equal = (both[1:] == both[:-1]).all(axis=1)
+        if np.count_nonzero(both[1:, 0] == both[:-1, 0]) > np.count_nonzero(equal):
+            order = np.lexsort(rows.T[::-1])
+            both = rows[order]
+            equal = (both[1:] == both[:-1]).all(axis=1)
         lo, hi = order[:-1][equal], order[1:][equal]
         mine = np.minimum(lo, hi)
         theirs = np.maximum(lo, hi) - a.shape[0]
@@ -677,7 +686,8 @@ class _Snapshot:
         attrs = np.stack([sizes, h.level_lo, h.level_hi], axis=1).astype(np.int64)
         leaf = np.arange(h.n_nodes) < h.n_points
         edges = np.asarray(ids)[np.asarray(h.edges, np.int64).reshape(-1, 2)]
-        edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+        base = np.int64(edges.max(initial=0) + 1)  # one int64 key: (child, parent) order
+        edges = edges[np.argsort(edges[:, 0] * base + edges[:, 1])]
         score = np.asarray(h.score, np.float64)
         return cls(ids[order], attrs[order], score[order], leaf[order], edges)
 

@@ -162,3 +162,40 @@ def test_a_checkpoint_from_before_member_lists_continues_the_same_ids() -> None:
     old.partial_fit(X[30:])
     assert np.array_equal(m.node_ids_, old.node_ids_)
     assert np.array_equal(m.delta_.retired, old.delta_.retired)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sets=st.lists(
+        st.frozensets(st.integers(0, 12), min_size=1, max_size=5), min_size=1, max_size=30
+    ),
+    split=st.integers(0, 30),
+    heads=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_same_sets_pairs_equal_sets_even_when_first_hashes_collide(
+    sets: list[frozenset[int]], split: int, heads: int, seed: int
+) -> None:
+    """_Members.same_sets sorts on the first hash and sorts on every column only when
+    two different sets share it. Here the first hashes are forced into a few values,
+    so they collide all the time; the pairs must still be exactly the equal sets."""
+    from er.cluster._mbscc import _Members
+
+    mine = list(dict.fromkeys(sets[: split % (len(sets) + 1)]))  # distinct per side
+    theirs = list(dict.fromkeys(sets[split % (len(sets) + 1) :]))
+    rng = np.random.default_rng(seed)
+
+    def members(group: list[frozenset[int]]) -> _Members:
+        m = _Members.from_sets({i: np.array(sorted(s), np.int64) for i, s in enumerate(group)})
+        m.hashes[:, 0] = rng.integers(0, heads, len(group)).astype(np.uint64)
+        return m
+
+    a, b = members(mine), members(theirs)
+    # equal sets must share every hash column: copy the forced one across
+    for i, s in enumerate(mine):
+        for j, t in enumerate(theirs):
+            if s == t:
+                b.hashes[j, 0] = a.hashes[i, 0]
+    got = set(zip(*(x.tolist() for x in a.same_sets(b)), strict=True))
+    want = {(i, j) for i, s in enumerate(mine) for j, t in enumerate(theirs) if s == t}
+    assert got == want
