@@ -202,7 +202,9 @@ def _index_beside(
 
     Parameters
     ----------
-    X : ndarray of shape (n, d)
+    index : er.ann index
+        Empty; each batch is added after it is searched.
+    X : array-like of shape (n, d)
     batch : int
         Rows per mini-batch.
     search : callable (unit) -> neighbours

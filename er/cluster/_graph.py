@@ -412,7 +412,8 @@ def knn_lists_graph(idx: NDArray[np.int64], sim: NDArray[np.floating]) -> sparse
     Parameters
     ----------
     idx : ndarray of int64, shape (n, k)
-        Distinct neighbours per row (the row itself is left out); -1 for none.
+        Distinct neighbours per row, each below n (the row itself is left out); -1
+        for none.
     sim : ndarray of float, shape (n, k)
         Finite similarities.
 
@@ -433,6 +434,8 @@ def knn_lists_graph(idx: NDArray[np.int64], sim: NDArray[np.floating]) -> sparse
     ok = (cols >= 0) & (cols != np.arange(n)[:, None])
     if not np.all(np.isfinite(vals[ok])):
         raise ConfigError("Similarity graph weights must be finite.")
+    if idx.size and idx.max() >= n:
+        raise ConfigError(f"k-NN lists name point {int(idx.max())}; there are {n} points.")
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(ok.sum(axis=1), out=indptr[1:])
     G = sparse.csr_array((vals[ok].astype(np.float64), cols[ok], indptr), shape=(n, n))

@@ -48,6 +48,9 @@ from er.exceptions import ConfigError
 
 __all__ = ["MBSCC"]
 
+# ids below this pair into one int64 key, child * base + parent (floor of sqrt(2^63))
+_KEY_BASE_MAX = 3_037_000_499
+
 
 class _KnnLists:
     """Exact k-NN lists of every point so far; ties go to the lower point index."""
@@ -150,40 +153,44 @@ class _KnnLists:
         """
         b, w = idx.shape
         ok = idx >= 0
-        key = np.where(ok, idx, np.iinfo(np.int64).max)
-        order = np.lexsort((key, -np.where(ok, sim, -np.inf)), axis=-1)[:, : self.k]
+        top, top_sim = _best_per_row(np.where(ok, idx, -1), np.where(ok, sim, -np.inf), self.k)
         new_idx = np.full((b, self.k), -1, np.int64)
         new_sim = np.full((b, self.k), -np.inf, np.float32)
-        new_idx[:, : order.shape[1]] = np.take_along_axis(np.where(ok, idx, -1), order, axis=1)
-        new_sim[:, : order.shape[1]] = np.take_along_axis(np.where(ok, sim, -np.inf), order, axis=1)
+        new_idx[:, : top.shape[1]], new_sim[:, : top.shape[1]] = top, top_sim
         old = ok & (idx < n0)
         rows = np.repeat(np.arange(n0, n0 + b), w).reshape(b, w)[old]
         self._merge_pairs(idx[old], rows, sim[old])
         return new_idx, new_sim
 
     def _merge_pairs(self, old: NDArray, new: NDArray, s: NDArray) -> None:
-        """Let new point new[e] into old point old[e]'s list at similarity s[e]."""
+        """Let new point new[e] into old point old[e]'s list at similarity s[e].
+
+        Parameters
+        ----------
+        old, new : ndarray of int64, shape (p,)
+        s : ndarray of float32, shape (p,)
+        """
         beats = s >= self.sim[old].min(axis=1)  # -inf while a list is not full
         old, new, s = old[beats], new[beats], s[beats]
         if old.size == 0:
             return
-        order = np.argsort(old, kind="stable")
+        k = self.k
+        # per list, its candidates best first (ties to the lower point index); only
+        # its best k can enter it, so a list that many new points reach stays k wide
+        order = np.lexsort((new, -s, old))
         old, new, s = old[order], new[order], s[order]
         rows, first, count = np.unique(old, return_index=True, return_counts=True)
+        rank = np.arange(old.size) - np.repeat(first, count)
+        top = rank < k
         self._touched.append(rows)
         # one row per touched list: its k entries, then its candidates (-1 / -inf
-        # pads); each row sorted on its own, best first, ties to the lower point
-        # index (the exact path's order): small sorts instead of one over all rows
-        k = self.k
-        c = np.full((rows.size, k + int(count.max())), -1, np.int64)
+        # pads), each row sorted on its own: small sorts instead of one over all lists
+        c = np.full((rows.size, k + int(min(count.max(), k))), -1, np.int64)
         v = np.full(c.shape, -np.inf, np.float32)
         c[:, :k], v[:, :k] = self.idx[rows], self.sim[rows]
-        row = np.repeat(np.arange(rows.size), count)
-        slot = k + np.arange(old.size) - np.repeat(first, count)
-        c[row, slot], v[row, slot] = new, s
-        best = np.lexsort((np.where(c < 0, np.iinfo(np.int64).max, c), -v), axis=-1)[:, :k]
-        self.idx[rows] = np.take_along_axis(c, best, axis=1)
-        self.sim[rows] = np.take_along_axis(v, best, axis=1)
+        row = np.repeat(np.arange(rows.size), count)[top]
+        c[row, k + rank[top]], v[row, k + rank[top]] = new[top], s[top]
+        self.idx[rows], self.sim[rows] = _best_per_row(c, v, k)
 
     def _merge_old(
         self, S_old: NDArray[np.float32], Q: NDArray[np.float32], first_new: int, slack: float
@@ -208,6 +215,27 @@ class _KnnLists:
     def graph(self) -> Any:
         """The symmetric k-NN graph of the lists (:func:`knn_lists_graph`)."""
         return knn_lists_graph(self.idx, self.sim)
+
+
+def _best_per_row(
+    idx: NDArray[np.int64], sim: NDArray[np.float32], k: int
+) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+    """Each row's best k entries, best first, ties to the lower point index, the
+    missing (-1) last.
+
+    Parameters
+    ----------
+    idx : ndarray of int64, shape (r, w)
+        Point indices, -1 for none.
+    sim : ndarray of float32, shape (r, w)
+    k : int
+
+    Returns
+    -------
+    idx, sim : ndarray, shape (r, min(k, w))
+    """
+    order = np.lexsort((np.where(idx < 0, np.iinfo(np.int64).max, idx), -sim), axis=-1)[:, :k]
+    return np.take_along_axis(idx, order, axis=1), np.take_along_axis(sim, order, axis=1)
 
 
 class MBSCC:
@@ -635,6 +663,22 @@ def _reused(
     An unmarked cluster found in the last batch's round takes its neighbour (the
     cluster now holding that neighbour's smallest point) and linkage value, unless
     the neighbour has since joined it; the others decide afresh.
+
+    Parameters
+    ----------
+    old : _Round
+        The last batch's decisions in this round.
+    key : ndarray of int64, shape (m,)
+        Smallest point of each current cluster.
+    fresh : ndarray of bool, shape (m,)
+        Clusters holding a marked point.
+    pc : ndarray of int64, shape (n,)
+        Current cluster of each point.
+
+    Returns
+    -------
+    rows, nn : ndarray of int64, shape (r,)
+    best : ndarray of float64, shape (r,)
     """
     stale = np.flatnonzero(~fresh)
     found, target, value = old.lookup(key[stale])
@@ -686,8 +730,11 @@ class _Snapshot:
         attrs = np.stack([sizes, h.level_lo, h.level_hi], axis=1).astype(np.int64)
         leaf = np.arange(h.n_nodes) < h.n_points
         edges = np.asarray(ids)[np.asarray(h.edges, np.int64).reshape(-1, 2)]
-        base = np.int64(edges.max(initial=0) + 1)  # one int64 key: (child, parent) order
-        edges = edges[np.argsort(edges[:, 0] * base + edges[:, 1])]
+        base = int(edges.max(initial=0)) + 1
+        if base <= _KEY_BASE_MAX:  # one int64 key, in (child, parent) order
+            edges = edges[np.argsort(edges[:, 0] * np.int64(base) + edges[:, 1])]
+        else:  # pragma: no cover - ids past 3e9: two keys
+            edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
         score = np.asarray(h.score, np.float64)
         return cls(ids[order], attrs[order], score[order], leaf[order], edges)
 

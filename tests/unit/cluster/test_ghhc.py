@@ -19,6 +19,7 @@ from er.cluster._poincare import (
     cp_dissimilarity,
     parent_loss,
     poincare_distance,
+    poincare_norm,
     rsgd_step,
     triplet_loss,
 )
@@ -86,6 +87,11 @@ def test_distance_and_dcp_gradients_match_finite_differences(a, m, d, rim, seed,
     _, cz, cx = poincare_distance(X, Z, grad=True)
     num = numeric_grad(lambda Z_: (poincare_distance(X, Z_)[0] * W).sum(), Z)
     assert_rel_close(combine(W, cz, cx, Z, X), num)
+    # d_cp has a kink where |z|_D - |x|_D + gamma = 0 (Eq. 16's max): a finite
+    # difference across it sees both pieces (an excess of 1.9e-5 gave 1.3% off)
+    excess = poincare_norm(Z)[0][None, :] - poincare_norm(X)[0][:, None] + gamma
+    if np.abs(excess).min() < 1e-3:
+        return
     _, cz, cx = cp_dissimilarity(X, Z, gamma, grad=True)
     num = numeric_grad(lambda Z_: (cp_dissimilarity(X, Z_, gamma)[0] * W).sum(), Z)
     assert_rel_close(combine(W, cz, cx, Z, X), num)

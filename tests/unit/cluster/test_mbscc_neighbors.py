@@ -163,3 +163,26 @@ def test_a_pickle_from_before_the_spare_rows_goes_on_like_one_kept_in_memory() -
         np.testing.assert_array_equal(old.hierarchy_.edges, kept.hierarchy_.edges)
         np.testing.assert_array_equal(old.delta_.edges_added, kept.delta_.edges_added)
     np.testing.assert_array_equal(old._knn.points, normalize_rows(X).astype(np.float32))
+
+
+def test_a_point_that_every_new_point_reaches_takes_the_best_k() -> None:
+    """A batch of 300 near-copies of one old point: every new point reaches it, so
+    its list has 300 candidates for k slots (a hub, common with near-duplicate
+    records). Every list, through the seam and through MBSCC's own search, equals
+    brute-force k-NN over all the points; the two hierarchies are equal."""
+    rng = np.random.default_rng(7)
+    old = rng.normal(size=(40, 8)).astype(np.float32)
+    hub = old[0] + 0.02 * rng.normal(size=(300, 8)).astype(np.float32)
+    X = np.vstack([old, hub])
+    own, seam = MBSCC(k=5), MBSCC(k=5)
+    own.partial_fit(X[:40])
+    seam.partial_fit(X[:40])
+    own.partial_fit(X[40:])
+    seam.partial_fit(X[40:], neighbors=complete_lists(X, 40))
+    idx, sim = complete_lists(X, 0, width=5)
+    order = np.argsort(idx, axis=1, kind="stable")
+    want = np.take_along_axis(idx, order, 1), np.take_along_axis(sim, order, 1)
+    for got in (by_id(own._knn), by_id(seam._knn)):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    same_hierarchy(own.hierarchy_, seam.hierarchy_)
