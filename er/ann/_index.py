@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from er.cluster._graph import screened_top_k
+from er.cluster._graph import best_per_row, screened_top_k
 from er.exceptions import ConfigError
 
 __all__ = ["BACKENDS", "NeighborIndex", "VectorIndex", "load_index", "make_index"]
@@ -102,20 +102,11 @@ def rank(
     idx : ndarray of int64, shape (b, k), -1 padded
     sim : ndarray of float32, shape (b, k), -inf padded
     """
-    b = Q.shape[0]
     ok = cand >= 0
     sim = np.einsum(
         "bd,bcd->bc", Q.astype(np.float64), X[np.maximum(cand, 0)].astype(np.float64)
     ).astype(np.float32)
-    sim[~ok] = -np.inf
-    key = np.where(ok, cand, np.iinfo(np.int64).max)
-    order = np.lexsort((key, -sim), axis=-1)[:, :k]
-    idx = np.full((b, k), -1, np.int64)
-    out = np.full((b, k), -np.inf, np.float32)
-    c = order.shape[1]
-    idx[:, :c] = np.take_along_axis(np.where(ok, cand, -1), order, axis=1)
-    out[:, :c] = np.take_along_axis(sim, order, axis=1)
-    return idx, out
+    return best_per_row(np.where(ok, cand, -1), sim, k)
 
 
 def exact_search(

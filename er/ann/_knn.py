@@ -10,6 +10,7 @@ from scipy import sparse
 
 from er.ann._index import NeighborIndex, _check_k, check_rows, exact_search, make_index
 from er.cluster import as_graph, normalize_rows
+from er.cluster._graph import best_per_row
 from er.exceptions import ConfigError
 
 __all__ = ["batch_neighbors", "index_knn_graph", "neighbors_before_add"]
@@ -89,11 +90,8 @@ def neighbors_before_add(
     if n0 == 0:
         return own_idx, own_sim
     old_idx, old_sim = index.query(rows, k)
-    idx, sim = np.hstack([old_idx, own_idx]), np.hstack([old_sim, own_sim])
-    # best first, ties to the lower id, padding (-1, -inf) last (a stable sort on -sim
-    # alone would give the same while old ids precede the batch's; spelled out here)
-    order = np.lexsort((np.where(idx >= 0, idx, np.iinfo(np.int64).max), -sim), axis=-1)[:, :k]
-    return np.take_along_axis(idx, order, axis=1), np.take_along_axis(sim, order, axis=1)
+    # best first, ties to the lower id, padding (-1, -inf) last
+    return best_per_row(np.hstack([old_idx, own_idx]), np.hstack([old_sim, own_sim]), k)
 
 
 def index_knn_graph(

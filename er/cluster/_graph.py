@@ -109,6 +109,34 @@ def row_entries(indptr: NDArray, rows: NDArray[np.int64]) -> tuple[NDArray, NDAr
     return np.repeat(indptr[rows], counts) + _slot_in_row(counts), slot
 
 
+def best_per_row(
+    idx: NDArray[np.int64], sim: NDArray[np.floating], k: int
+) -> tuple[NDArray[np.int64], NDArray[np.floating]]:
+    """Each row's best k entries: highest similarity first, ties to the lower id,
+    missing entries (-1) last, padded to k with -1 / -inf.
+
+    Parameters
+    ----------
+    idx : ndarray of int64, shape (r, w)
+        Ids, -1 for none (its similarity is ignored).
+    sim : ndarray of float, shape (r, w)
+    k : int
+
+    Returns
+    -------
+    idx : ndarray of int64, shape (r, k)
+    sim : ndarray of sim's dtype, shape (r, k)
+    """
+    ok = idx >= 0
+    sim = np.where(ok, sim, -np.inf).astype(sim.dtype, copy=False)
+    order = np.lexsort((np.where(ok, idx, np.iinfo(np.int64).max), -sim), axis=-1)[:, :k]
+    out_idx = np.full((idx.shape[0], k), -1, np.int64)
+    out_sim = np.full((idx.shape[0], k), -np.inf, sim.dtype)
+    out_idx[:, : order.shape[1]] = np.take_along_axis(idx, order, axis=1)
+    out_sim[:, : order.shape[1]] = np.take_along_axis(sim, order, axis=1)
+    return out_idx, out_sim
+
+
 def _slot_in_row(per_row: NDArray[np.int64]) -> NDArray[np.int64]:
     """For entries laid out row after row, ``per_row[i]`` of row i: each entry's
     position within its row; shape (per_row.sum(),)."""

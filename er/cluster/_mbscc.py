@@ -31,6 +31,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from er.cluster._graph import (
+    _slot_in_row,
+    best_per_row,
     check_neighbors,
     knn_lists_graph,
     normalize_rows,
@@ -152,12 +154,8 @@ class _KnnLists:
         in the supplied lists, so with complete lists this equals the exact update.
         """
         b, w = idx.shape
-        ok = idx >= 0
-        top, top_sim = _best_per_row(np.where(ok, idx, -1), np.where(ok, sim, -np.inf), self.k)
-        new_idx = np.full((b, self.k), -1, np.int64)
-        new_sim = np.full((b, self.k), -np.inf, np.float32)
-        new_idx[:, : top.shape[1]], new_sim[:, : top.shape[1]] = top, top_sim
-        old = ok & (idx < n0)
+        new_idx, new_sim = best_per_row(idx, sim.astype(np.float32, copy=False), self.k)
+        old = (idx >= 0) & (idx < n0)
         rows = np.repeat(np.arange(n0, n0 + b), w).reshape(b, w)[old]
         self._merge_pairs(idx[old], rows, sim[old])
         return new_idx, new_sim
@@ -179,8 +177,9 @@ class _KnnLists:
         # its best k can enter it, so a list that many new points reach stays k wide
         order = np.lexsort((new, -s, old))
         old, new, s = old[order], new[order], s[order]
-        rows, first, count = np.unique(old, return_index=True, return_counts=True)
-        rank = np.arange(old.size) - np.repeat(first, count)
+        first = np.flatnonzero(np.r_[True, old[1:] != old[:-1]])
+        rows, count = old[first], np.diff(np.r_[first, old.size])
+        rank = _slot_in_row(count)
         top = rank < k
         self._touched.append(rows)
         # one row per touched list: its k entries, then its candidates (-1 / -inf
@@ -190,7 +189,7 @@ class _KnnLists:
         c[:, :k], v[:, :k] = self.idx[rows], self.sim[rows]
         row = np.repeat(np.arange(rows.size), count)[top]
         c[row, k + rank[top]], v[row, k + rank[top]] = new[top], s[top]
-        self.idx[rows], self.sim[rows] = _best_per_row(c, v, k)
+        self.idx[rows], self.sim[rows] = best_per_row(c, v, k)
 
     def _merge_old(
         self, S_old: NDArray[np.float32], Q: NDArray[np.float32], first_new: int, slack: float
@@ -215,27 +214,6 @@ class _KnnLists:
     def graph(self) -> Any:
         """The symmetric k-NN graph of the lists (:func:`knn_lists_graph`)."""
         return knn_lists_graph(self.idx, self.sim)
-
-
-def _best_per_row(
-    idx: NDArray[np.int64], sim: NDArray[np.float32], k: int
-) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
-    """Each row's best k entries, best first, ties to the lower point index, the
-    missing (-1) last.
-
-    Parameters
-    ----------
-    idx : ndarray of int64, shape (r, w)
-        Point indices, -1 for none.
-    sim : ndarray of float32, shape (r, w)
-    k : int
-
-    Returns
-    -------
-    idx, sim : ndarray, shape (r, min(k, w))
-    """
-    order = np.lexsort((np.where(idx < 0, np.iinfo(np.int64).max, idx), -sim), axis=-1)[:, :k]
-    return np.take_along_axis(idx, order, axis=1), np.take_along_axis(sim, order, axis=1)
 
 
 class MBSCC:
