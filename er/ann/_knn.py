@@ -9,8 +9,8 @@ from numpy.typing import NDArray
 from scipy import sparse
 
 from er.ann._index import NeighborIndex, _check_k, check_rows, exact_search, make_index
-from er.cluster import as_graph, normalize_rows
-from er.cluster._graph import best_per_row
+from er.cluster import normalize_rows
+from er.cluster._graph import best_per_row, knn_lists_graph
 from er.exceptions import ConfigError
 
 __all__ = ["batch_neighbors", "index_knn_graph", "neighbors_before_add"]
@@ -118,9 +118,8 @@ def index_knn_graph(
     if (np.abs(Xn).sum(axis=1) == 0).any():
         row = int(np.flatnonzero(np.abs(Xn).sum(axis=1) == 0)[0])
         raise ConfigError(f"X: row {row} is all zeros; cosine needs a non-zero vector.")
-    n = Xn.shape[0]
     index = make_index(backend, dim=Xn.shape[1], seed=seed, **params)
     idx, sim = batch_neighbors(index, Xn, k)
-    ok = idx >= 0
-    rows = np.repeat(np.arange(n), idx.shape[1]).reshape(idx.shape)[ok]
-    return as_graph((rows, idx[ok], sim[ok]), n)
+    # each row's ids are distinct, below n and not its own (drop_self): the lists
+    # are the graph's rows as they stand (knn_lists_graph's preconditions)
+    return knn_lists_graph(idx, sim)

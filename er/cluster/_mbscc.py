@@ -708,11 +708,7 @@ class _Snapshot:
         attrs = np.stack([sizes, h.level_lo, h.level_hi], axis=1).astype(np.int64)
         leaf = np.arange(h.n_nodes) < h.n_points
         edges = np.asarray(ids)[np.asarray(h.edges, np.int64).reshape(-1, 2)]
-        base = int(edges.max(initial=0)) + 1
-        if base <= _KEY_BASE_MAX:  # one int64 key, in (child, parent) order
-            edges = edges[np.argsort(edges[:, 0] * np.int64(base) + edges[:, 1])]
-        else:  # pragma: no cover - ids past 3e9: two keys
-            edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+        edges = edges[np.argsort(_edge_keys(edges, int(edges.max(initial=0)) + 1))]
         score = np.asarray(h.score, np.float64)
         return cls(ids[order], attrs[order], score[order], leaf[order], edges)
 
@@ -745,7 +741,32 @@ def _edge_difference(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.i
     if a.size == 0 or b.size == 0:
         return a
     base = int(max(a.max(), b.max())) + 1
-    return a[~_in_sorted(a[:, 0] * base + a[:, 1], b[:, 0] * base + b[:, 1])]
+    return a[~_in_sorted(_edge_keys(a, base), _edge_keys(b, base))]
+
+
+_EDGE_ROW = np.dtype([("child", np.int64), ("parent", np.int64)])
+
+
+def _edge_keys(edges: NDArray[np.int64], base: int) -> NDArray:
+    """One sortable key per ``(child, parent)`` row (ids below ``base``), ordered as
+    the rows are by child, then parent.
+
+    Parameters
+    ----------
+    edges : ndarray of int64, shape (e, 2)
+    base : int
+        Above every id in ``edges``.
+
+    Returns
+    -------
+    ndarray, shape (e,)
+        ``child * base + parent`` as int64 while that cannot wrap (ids below
+        ``_KEY_BASE_MAX``); past it, the rows themselves as (child, parent) records,
+        which numpy sorts and searches field by field.
+    """
+    if base <= _KEY_BASE_MAX:
+        return edges[:, 0] * np.int64(base) + edges[:, 1]
+    return np.ascontiguousarray(edges, np.int64).view(_EDGE_ROW).reshape(-1)
 
 
 def _in_sorted(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.bool_]:

@@ -199,3 +199,31 @@ def test_same_sets_pairs_equal_sets_even_when_first_hashes_collide(
     got = set(zip(*(x.tolist() for x in a.same_sets(b)), strict=True))
     want = {(i, j) for i, s in enumerate(mine) for j, t in enumerate(theirs) if s == t}
     assert got == want
+
+
+# ids on both sides of the one-int64-key limit (child * base + parent would wrap past it)
+_EDGE_IDS = st.one_of(st.integers(0, 40), st.integers(3_037_000_400, 3_037_000_600))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    a=st.sets(st.tuples(_EDGE_IDS, _EDGE_IDS), max_size=30),
+    b=st.sets(st.tuples(_EDGE_IDS, _EDGE_IDS), max_size=30),
+    shared=st.sets(st.tuples(_EDGE_IDS, _EDGE_IDS), max_size=10),
+)
+def test_edge_difference_is_the_set_difference_below_and_past_the_key_limit(
+    a: set[tuple[int, int]], b: set[tuple[int, int]], shared: set[tuple[int, int]]
+) -> None:
+    """The delta's added and retired edges, read with Python sets, whatever the ids
+    (the keyed path would wrap past 3e9 ids and pair unequal edges)."""
+    from er.cluster._mbscc import _edge_difference, _edge_keys
+
+    def rows(edges: set[tuple[int, int]]) -> np.ndarray:
+        arr = np.array(sorted(edges), np.int64).reshape(-1, 2)
+        base = int(arr.max(initial=0)) + 1
+        return arr[np.argsort(_edge_keys(arr, base), kind="stable")]  # as snapshots sort
+
+    A, B = rows(a | shared), rows(b | shared)
+    assert [tuple(r) for r in A.tolist()] == sorted(a | shared)  # the key orders as the rows
+    got = _edge_difference(A, B)
+    assert [tuple(r) for r in got.tolist()] == sorted((a | shared) - (b | shared))
