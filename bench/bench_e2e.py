@@ -18,6 +18,10 @@ backlog: latency from the batch row's creation then includes the wait behind the
 batches before it, and the processing time is the per-batch figure.
 
     python bench/bench_e2e.py --n 100000 --batch 1000 --at 10000 50000 100000
+
+``--dim`` and ``--ngrams`` run another featurizer (the inferred one with that
+dimension and those n-gram sizes), passed to ``er ingest --config``, to measure a
+featurizer choice end to end.
 """
 
 from __future__ import annotations
@@ -194,6 +198,26 @@ def _wait_idle(pid: int, timeout: float = 120.0) -> None:
     raise SystemExit(f"the worker (pid {pid}) did not settle within {timeout:.0f} s")
 
 
+def _featurizer_option(
+    first: list[dict[str, Any]], dim: int | None, ngrams: list[int] | None
+) -> dict[str, Any] | None:
+    """The collection config for ``--dim``/``--ngrams``: the featurizer er would infer
+    from the first batch, with that dimension and those n-gram sizes; None for er's own."""
+    if dim is None and ngrams is None:
+        return None
+    from dataclasses import replace
+
+    from er.featurize import infer_config
+
+    cfg = infer_config(first, id_field="rec_id", gold_field="entity")
+    cfg = replace(
+        cfg,
+        dim=cfg.dim if dim is None else dim,
+        fields=tuple(replace(f, n=tuple(ngrams or f.n)) for f in cfg.fields),
+    )
+    return {"featurizer": cfg.to_json()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10_000)
@@ -201,8 +225,13 @@ def main() -> None:
     ap.add_argument("--at", type=int, nargs="+", default=[10_000])
     ap.add_argument("--width", type=int, default=5, help="batches summarised around each point")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dim", type=int, default=None, help="featurizer dimension (default: er's)")
+    ap.add_argument(
+        "--ngrams", type=int, nargs="+", default=None, help="n-gram sizes (default: er's)"
+    )
     args = ap.parse_args()
     records = synthetic_people(args.n, seed=args.seed)
+    config = _featurizer_option(records[: args.batch], args.dim, args.ngrams)
     # Redis database 0: the tests take 1-15 at random, and a test worker on the same
     # database would consume this run's tasks (seen once: 66 of 100 ingest tasks gone).
     db = 0
@@ -236,6 +265,7 @@ def main() -> None:
                     *(sys.executable, "-m", "er.cli", "ingest", str(path)),
                     *("--collection", "people", "--id-field", "rec_id", "--gold-field", "entity"),
                     *("--batch-size", str(args.batch), "--wait", "--timeout", "86400", "--json"),
+                    *(("--config", json.dumps(config)) if config else ()),
                 ],
                 env=env,
                 capture_output=True,
@@ -256,6 +286,7 @@ def main() -> None:
     out = {
         "n": args.n,
         "batch": args.batch,
+        **({"featurizer": {"dim": args.dim, "ngrams": args.ngrams}} if config else {}),
         "wall_s": round(wall, 1),
         "mentions_per_s": round(args.n / wall, 1),
         **{k: round(v, 4) for k, v in quality.items()},

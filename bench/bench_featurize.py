@@ -2,6 +2,7 @@
 
     python bench/bench_featurize.py dims   # FEBRL3: quality and time per dimension
     python bench/bench_featurize.py carry  # FEBRL1/2/4: the FEBRL3-chosen defaults elsewhere
+    python bench/bench_featurize.py dims --dims 256 512 --ngrams 3  # another encoding
 
 The featurizer config is the one er infers from the first 500 records (every text
 field as character 2- and 3-grams, weight 1); MBSCC runs in batches of 500 as the
@@ -15,7 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
+from dataclasses import replace
 
 import fastcluster
 import numpy as np
@@ -28,12 +31,16 @@ from er.featurize import DEFAULT_DIM, featurize, infer_config
 from er.pipeline import DEFAULT_ENTITY_CUT
 
 
-def _data(name: str, dim: int) -> tuple[np.ndarray, np.ndarray, float]:
+def _data(
+    name: str, dim: int, ngrams: tuple[int, ...] | None = None
+) -> tuple[np.ndarray, np.ndarray, float]:
     if name == "dataset4":
         records = febrl_records("dataset4a") + febrl_records("dataset4b")
     else:
         records = febrl_records(name)
     cfg = infer_config(records[:500], id_field="rec_id", gold_field="entity", dim=dim)
+    if ngrams:  # the inferred fields with other n-gram sizes
+        cfg = replace(cfg, fields=tuple(replace(f, n=ngrams) for f in cfg.fields))
     started = time.perf_counter()
     X = featurize(records, cfg)
     seconds = time.perf_counter() - started
@@ -60,14 +67,17 @@ def _hac(X: np.ndarray, gold: np.ndarray) -> tuple[float, float, float]:
     return best[0], best[1], seconds
 
 
-def row(name: str, dim: int, cuts: list[float]) -> dict[str, object]:
-    X, gold, feat_s = _data(name, dim)
+def row(
+    name: str, dim: int, cuts: list[float], ngrams: tuple[int, ...] | None = None
+) -> dict[str, object]:
+    X, gold, feat_s = _data(name, dim, ngrams)
     h, mb_s = _mbscc(X)
     hac_f1, hac_sim, hac_s = _hac(X, gold)
     out: dict[str, object] = {
         "data": name,
         "n": int(X.shape[0]),
         "dim": dim,
+        "ngrams": list(ngrams) if ngrams else "inferred",
         "featurize_s": round(feat_s, 2),
         "mbscc_s": round(mb_s, 2),
         "hac_s": round(hac_s, 2),
@@ -85,23 +95,24 @@ def row(name: str, dim: int, cuts: list[float]) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("what", choices=("dims", "carry"))
+    parser.add_argument("--dims", type=int, nargs="+", default=None, help="dimensions to run")
+    parser.add_argument("--ngrams", type=int, nargs="+", default=None, help="n-gram sizes")
     args = parser.parse_args()
+    ngrams = tuple(args.ngrams) if args.ngrams else None
     if args.what == "dims":
         jobs = [
             ("dataset3", d, [0.35, 0.4, DEFAULT_ENTITY_CUT, 0.5, 0.55])
-            for d in (256, 512, 1024, 4096)
+            for d in (args.dims or (256, 512, 1024, 4096))
         ]
     else:
         jobs = [
-            (n, DEFAULT_DIM, [DEFAULT_ENTITY_CUT]) for n in ("dataset1", "dataset2", "dataset4")
+            (n, d, [0.4, DEFAULT_ENTITY_CUT, 0.5])
+            for d in (args.dims or (DEFAULT_DIM,))
+            for n in ("dataset1", "dataset2", "dataset4")
         ]
+    command = " ".join(["python bench/bench_featurize.py", *sys.argv[1:]])
     for name, dim, cuts in jobs:
-        print(
-            json.dumps(
-                {**row(name, dim, cuts), "command": f"python bench/bench_featurize.py {args.what}"}
-            ),
-            flush=True,
-        )
+        print(json.dumps({**row(name, dim, cuts, ngrams), "command": command}), flush=True)
 
 
 if __name__ == "__main__":

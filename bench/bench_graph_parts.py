@@ -1,0 +1,79 @@
+"""Where a batch's graph write goes: each statement of the delta timed on its own.
+
+Runs the product pipeline in process (as ``bench/bench_writer.py``: PostgreSQL, an
+embedded FalkorDB, MBSCC, the exact index) on synthetic person records in batches,
+but applies each batch's write one statement at a time instead of as one chained
+query, and prints, per statement, the mean seconds and rows of the last ``--width``
+batches and the microseconds per row. The statements are the product's own; only
+their chaining differs, so a write measured here is not atomic (a measurement
+harness, never a way to run er).
+
+    python bench/bench_graph_parts.py --n 40000 --batch 1000 --width 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_entities import _run
+from people import synthetic_people
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=40_000)
+    ap.add_argument("--batch", type=int, default=1_000)
+    ap.add_argument("--width", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    from er.stores.graph import _falkordb
+
+    seconds: dict[str, list[float]] = defaultdict(list)
+    rows: dict[str, list[int]] = defaultdict(list)
+
+    def one_by_one(self: Any, parts: Sequence[Any], params: dict[str, Any]) -> None:
+        for part in parts:
+            started = time.perf_counter()
+            self._graph.query(part.cypher, {**params, part.rows_param: part.rows})
+            seconds[part.rows_param].append(time.perf_counter() - started)
+            rows[part.rows_param].append(len(part.rows))
+
+    _falkordb.FalkorDBStore._write = one_by_one  # type: ignore[method-assign]
+    reports = _run(synthetic_people(args.n, seed=args.seed), args.batch, "graph parts")
+    command = " ".join(["python bench/bench_graph_parts.py", *sys.argv[1:]])
+    graph_s = [r["timings"].get("graph_s", 0.0) for r in reports[-args.width :]]
+    print(
+        json.dumps(
+            {
+                "command": command,
+                "machine": f"{platform.machine()}, Python {platform.python_version()}",
+                "resolved": args.n,
+                "graph_s_mean": round(sum(graph_s) / len(graph_s), 3),
+            }
+        )
+    )
+    for name in sorted(seconds, key=lambda k: -sum(seconds[k][-args.width :])):
+        s, r = seconds[name][-args.width :], rows[name][-args.width :]
+        print(
+            json.dumps(
+                {
+                    "statement": name,
+                    "seconds": round(sum(s) / len(s), 4),
+                    "rows": round(sum(r) / len(r)),
+                    "us_per_row": round(1e6 * sum(s) / max(sum(r), 1), 1),
+                }
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
