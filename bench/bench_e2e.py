@@ -205,17 +205,12 @@ def _featurizer_option(
     from the first batch, with that dimension and those n-gram sizes; None for er's own."""
     if dim is None and ngrams is None:
         return None
-    from dataclasses import replace
+    from bench_featurize import with_encoding
 
     from er.featurize import infer_config
 
     cfg = infer_config(first, id_field="rec_id", gold_field="entity")
-    cfg = replace(
-        cfg,
-        dim=cfg.dim if dim is None else dim,
-        fields=tuple(replace(f, n=tuple(ngrams or f.n)) for f in cfg.fields),
-    )
-    return {"featurizer": cfg.to_json()}
+    return {"featurizer": with_encoding(cfg, dim, ngrams).to_json()}
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 
 import fastcluster
@@ -27,8 +28,18 @@ from scipy.cluster.hierarchy import fcluster
 from er.cluster import MBSCC
 from er.demo import febrl_records
 from er.evaluation import bcubed, cut_at_score, pairwise_prf
-from er.featurize import DEFAULT_DIM, featurize, infer_config
+from er.featurize import DEFAULT_DIM, FeaturizerConfig, featurize, infer_config
 from er.pipeline import DEFAULT_ENTITY_CUT
+
+
+def with_encoding(
+    cfg: FeaturizerConfig, dim: int | None, ngrams: Sequence[int] | None
+) -> FeaturizerConfig:
+    """``cfg`` with another dimension and every field's n-gram sizes, where given."""
+    cfg = cfg if dim is None else replace(cfg, dim=dim)
+    if ngrams:
+        cfg = replace(cfg, fields=tuple(replace(f, n=tuple(ngrams)) for f in cfg.fields))
+    return cfg
 
 
 def _data(
@@ -38,9 +49,9 @@ def _data(
         records = febrl_records("dataset4a") + febrl_records("dataset4b")
     else:
         records = febrl_records(name)
-    cfg = infer_config(records[:500], id_field="rec_id", gold_field="entity", dim=dim)
-    if ngrams:  # the inferred fields with other n-gram sizes
-        cfg = replace(cfg, fields=tuple(replace(f, n=ngrams) for f in cfg.fields))
+    cfg = with_encoding(
+        infer_config(records[:500], id_field="rec_id", gold_field="entity"), dim, ngrams
+    )
     started = time.perf_counter()
     X = featurize(records, cfg)
     seconds = time.perf_counter() - started

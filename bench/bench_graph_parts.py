@@ -3,8 +3,9 @@
 Runs the product pipeline in process (as ``bench/bench_writer.py``: PostgreSQL, an
 embedded FalkorDB, MBSCC, the exact index) on synthetic person records in batches,
 but applies each batch's write one statement at a time instead of as one chained
-query, and prints, per statement, the mean seconds and rows of the last ``--width``
-batches and the microseconds per row. The statements are the product's own; only
+query, and prints, per statement, the mean seconds and rows over the last ``--width``
+batches (a batch whose write has no rows for a statement counts 0 for it) and the
+microseconds per row. The statements are the product's own; only
 their chaining differs, so a write measured here is not atomic (a measurement
 harness, never a way to run er).
 
@@ -37,15 +38,15 @@ def main() -> None:
     args = ap.parse_args()
     from er.stores.graph import _falkordb
 
-    seconds: dict[str, list[float]] = defaultdict(list)
-    rows: dict[str, list[int]] = defaultdict(list)
+    writes: list[dict[str, tuple[float, int]]] = []  # per batch: statement -> (s, rows)
 
     def one_by_one(self: Any, parts: Sequence[Any], params: dict[str, Any]) -> None:
-        for part in parts:
+        spent = {}
+        for part in parts:  # a statement without rows is left out of the write
             started = time.perf_counter()
             self._graph.query(part.cypher, {**params, part.rows_param: part.rows})
-            seconds[part.rows_param].append(time.perf_counter() - started)
-            rows[part.rows_param].append(len(part.rows))
+            spent[part.rows_param] = (time.perf_counter() - started, len(part.rows))
+        writes.append(spent)
 
     _falkordb.FalkorDBStore._write = one_by_one  # type: ignore[method-assign]
     reports = _run(synthetic_people(args.n, seed=args.seed), args.batch, "graph parts")
@@ -61,15 +62,21 @@ def main() -> None:
             }
         )
     )
-    for name in sorted(seconds, key=lambda k: -sum(seconds[k][-args.width :])):
-        s, r = seconds[name][-args.width :], rows[name][-args.width :]
+    last = writes[-args.width :]  # the last batches' writes; a missing statement: 0 rows
+    seconds: dict[str, float] = defaultdict(float)
+    rows: dict[str, int] = defaultdict(int)
+    for spent in last:
+        for name, (s, r) in spent.items():
+            seconds[name] += s
+            rows[name] += r
+    for name in sorted(seconds, key=lambda k: -seconds[k]):
         print(
             json.dumps(
                 {
                     "statement": name,
-                    "seconds": round(sum(s) / len(s), 4),
-                    "rows": round(sum(r) / len(r)),
-                    "us_per_row": round(1e6 * sum(s) / max(sum(r), 1), 1),
+                    "seconds": round(seconds[name] / len(last), 4),
+                    "rows": round(rows[name] / len(last)),
+                    "us_per_row": round(1e6 * seconds[name] / max(rows[name], 1), 1),
                 }
             )
         )

@@ -754,6 +754,8 @@ def _edge_keys(edges: NDArray[np.int64], base: int) -> NDArray:
     Parameters
     ----------
     edges : ndarray of int64, shape (e, 2)
+        Node ids, all >= 0 (stable ids count up from 0): with a negative id two
+        different rows could share a key.
     base : int
         Above every id in ``edges``.
 

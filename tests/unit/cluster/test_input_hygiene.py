@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from scipy import sparse
 
 from er.cluster import SCC, as_graph, normalize_rows
+from er.exceptions import ConfigError
 
 
 @settings(max_examples=30, deadline=None)
@@ -89,3 +90,15 @@ def test_knn_lists_graph_keeps_the_larger_of_each_pair_like_as_graph(
     np.testing.assert_array_equal(got.indptr, ref.indptr)
     np.testing.assert_array_equal(got.indices, ref.indices)
     np.testing.assert_array_equal(got.data, ref.data)
+
+
+def test_knn_lists_graph_refuses_a_row_naming_one_neighbour_twice() -> None:
+    """scipy would add the two entries (0.5 + 0.5 = 1.0) where as_graph keeps 0.5."""
+    from er.cluster._graph import knn_lists_graph
+
+    idx = np.array([[1, -1, 2], [0, -1, -1], [1, 0, 1]], np.int64)
+    sim = np.array([[0.5, -np.inf, 0.3], [0.5, -np.inf, -np.inf], [0.5, 0.3, 0.5]], np.float32)
+    with pytest.raises(ConfigError, match="row 2 names one neighbour twice"):
+        knn_lists_graph(idx, sim)
+    idx[2, 2] = -1  # the same lists without the repeat
+    assert knn_lists_graph(idx, sim)[2, 1] == pytest.approx(0.5)
