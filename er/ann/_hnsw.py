@@ -45,7 +45,8 @@ class HnswGraph:
         self._index.add_items(V, ids, num_threads=1)
 
     def candidates(self, Q: NDArray[np.float32], k: int, X: NDArray[np.float32]) -> NDArray:
-        """(b, min(k, n)) candidate ids (re-scored exactly by the caller)."""
+        """(b, min(k, n)) candidate ids (re-scored exactly by the caller), -1 where a row
+        reaches fewer points (:meth:`_padded`)."""
         n = self._index.get_current_count()
         kk = min(k, n)
         if kk == 0:
@@ -58,9 +59,26 @@ class HnswGraph:
                 labels, _ = self._index.knn_query(Q, k=kk, num_threads=-1)
                 return labels.astype(np.int64)
             except RuntimeError:  # fewer than kk found for some row: widen the search
-                if ef >= n:
-                    raise
+                if ef >= n:  # a sparse graph (tiny M) cannot reach kk points from some rows
+                    return self._padded(Q, kk)
                 ef = min(2 * ef, n)
+
+    def _padded(self, Q: NDArray[np.float32], kk: int) -> NDArray[np.int64]:
+        """(b, kk) ids: each row's search at the most results it reaches, -1 padded.
+
+        hnswlib refuses a whole query when one row finds fewer than k points; row by
+        row, the k that succeeds is searched for, down to none.
+        """
+        out = np.full((Q.shape[0], kk), -1, np.int64)
+        for r in range(Q.shape[0]):
+            for want in range(kk, 0, -1):
+                try:
+                    labels, _ = self._index.knn_query(Q[r : r + 1], k=want, num_threads=1)
+                except RuntimeError:
+                    continue
+                out[r, :want] = labels[0]
+                break
+        return out
 
     def save(self, gen: Path) -> dict[str, Any]:
         self._index.save_index(str(gen / "hnsw.bin"))

@@ -379,3 +379,26 @@ def test_hnsw_queries_on_every_core_answer_as_one_thread_does(n: int, k: int, se
     graph.set_ef(max(16, k))
     alone, _ = graph.knn_query(Q, k=min(k, n), num_threads=1)
     np.testing.assert_array_equal(index._ann.candidates(Q, k, X), alone.astype(np.int64))
+
+
+def test_a_sparse_hnsw_graph_pads_the_rows_it_cannot_fill_instead_of_failing() -> None:
+    """With M 2 and ef_construction 2, some rows reach fewer than k points even when
+    ef covers the whole index; hnswlib then refuses the whole query. Every row's
+    answer is still returned: what it found, exactly re-scored, -1 / -inf padded."""
+    rng = np.random.default_rng(0)
+    X = normalize_rows(rng.normal(size=(3000, 16))).astype(np.float32)
+    index = make_index("hnsw", dim=16, M=2, ef_construction=2, ef=2)
+    index.add(X)
+    graph = index._ann._index
+    graph.set_ef(3000)
+    with pytest.raises(RuntimeError):  # the case: hnswlib alone fails at full ef
+        graph.knn_query(X[:200], k=15, num_threads=1)
+    idx, sim = index.query(X[:200], 15)
+    found = idx >= 0
+    assert idx.shape == (200, 15) and 0 < (~found).sum() < idx.size // 10
+    assert (found[:, :-1] >= found[:, 1:]).all()  # padding only at the end of a row
+    assert np.isneginf(sim[~found]).all()
+    want = np.einsum("bd,bkd->bk", X[:200].astype(np.float64), X[np.maximum(idx, 0)])
+    np.testing.assert_allclose(sim[found], want[found], atol=1e-6)
+    for row in idx:  # distinct ids per row
+        assert len(set(row[row >= 0].tolist())) == int((row >= 0).sum())
