@@ -227,23 +227,22 @@ def _index_beside(
     def unit_of(rows: slice) -> np.ndarray:
         return cluster.normalize_rows(np.asarray(X[rows])).astype(np.float32)
 
+    def index_work(unit: np.ndarray, following: slice | None) -> tuple[Any, Any]:
+        """Add this batch; normalise and search the next one, if any."""
+        index.add(unit)
+        if following is None:
+            return None, None
+        ahead = unit_of(following)
+        return ahead, search(ahead)
+
     batches = [slice(s, s + batch) for s in range(0, X.shape[0], batch)]
     if not batches:
         return
     unit = unit_of(batches[0])
     near = search(unit)
     with ThreadPoolExecutor(1) as pool:
-        for i, rows in enumerate(batches):
-            following = batches[i + 1] if i + 1 < len(batches) else None
-
-            def index_work(unit: np.ndarray = unit, following: slice | None = following) -> Any:
-                index.add(unit)
-                if following is None:
-                    return None, None
-                ahead = unit_of(following)
-                return ahead, search(ahead)
-
-            work = pool.submit(index_work)
+        for rows, following in zip(batches, [*batches[1:], None], strict=True):
+            work = pool.submit(index_work, unit, following)
             if not overlap:
                 work.result()
             step(rows, unit, near)

@@ -47,7 +47,7 @@ def _without_stable_ids() -> Iterator[None]:
         ArrayLedger.step_labels, p._near_rows = step, near  # type: ignore[method-assign]
 
 
-def _run(records: list[dict[str, Any]], batch: int, label: str) -> list[dict[str, Any]]:
+def run_pipeline(records: list[dict[str, Any]], batch: int, label: str) -> list[dict[str, Any]]:
     from rich.progress import Progress
 
     from er.config import Settings
@@ -82,7 +82,7 @@ def _run(records: list[dict[str, Any]], batch: int, label: str) -> list[dict[str
     return reports
 
 
-def _around(reports: list[dict[str, Any]], at: int, width: int = 3) -> list[int]:
+def around(reports: list[dict[str, Any]], at: int, width: int = 3) -> list[int]:
     """Indices of the ``width`` batches ending nearest ``at`` resolved mentions."""
     ends = np.array([r["resolved"] for r in reports])
     return np.argsort(np.abs(ends - at), kind="stable")[:width].tolist()
@@ -96,12 +96,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     records = synthetic_people(args.n, seed=args.seed)
-    ours = _run(records, args.batch, "with stable ids")
+    ours = run_pipeline(records, args.batch, "with stable ids")
     with _without_stable_ids():
-        peer = _run(records, args.batch, "peer: without")
+        peer = run_pipeline(records, args.batch, "peer: without")
     machine = f"{platform.machine()}, {platform.python_version()}"
     for at in args.at:
-        rows = _around(ours, at)
+        rows = around(ours, at)
         total = np.mean([sum(ours[i]["timings"].values()) for i in rows])
         total_peer = np.mean([sum(peer[i]["timings"].values()) for i in rows])
         match = np.mean([ours[i]["timings"]["entities_s"] for i in rows])

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_entities import _run
+from bench_entities import run_pipeline
 from people import synthetic_people
 
 
@@ -49,7 +49,7 @@ def main() -> None:
         writes.append(spent)
 
     _falkordb.FalkorDBStore._write = one_by_one  # type: ignore[method-assign]
-    reports = _run(synthetic_people(args.n, seed=args.seed), args.batch, "graph parts")
+    reports = run_pipeline(synthetic_people(args.n, seed=args.seed), args.batch, "graph parts")
     command = " ".join(["python bench/bench_graph_parts.py", *sys.argv[1:]])
     graph_s = [r["timings"].get("graph_s", 0.0) for r in reports[-args.width :]]
     print(

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_entities import _around, _run
+from bench_entities import around, run_pipeline
 from people import synthetic_people
 
 
@@ -36,9 +36,9 @@ def main() -> None:
     args = ap.parse_args()
     import er
 
-    reports = _run(synthetic_people(args.n, seed=args.seed), args.batch, "writer")
+    reports = run_pipeline(synthetic_people(args.n, seed=args.seed), args.batch, "writer")
     for at in args.at:
-        rows = [reports[i] for i in _around(reports, at, args.width)]
+        rows = [reports[i] for i in around(reports, at, args.width)]
         stages = sorted({k for r in rows for k in r["timings"]})
         mean = {
             s: round(float(np.mean([r["timings"].get(s, 0.0) for r in rows])), 3) for s in stages

@@ -11,6 +11,7 @@ their recall.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -71,14 +72,16 @@ class HnswGraph:
         """
         out = np.full((Q.shape[0], kk), -1, np.int64)
         for r in range(Q.shape[0]):
-            for want in range(kk, 0, -1):
-                try:
-                    labels, _ = self._index.knn_query(Q[r : r + 1], k=want, num_threads=1)
-                except RuntimeError:
-                    continue
-                out[r, :want] = labels[0]
-                break
+            found = self._reachable(Q[r : r + 1], kk)
+            out[r, : found.size] = found
         return out
+
+    def _reachable(self, q: NDArray[np.float32], kk: int) -> NDArray[np.uint64]:
+        """Ids of the most (at most kk) points one row's search reaches, shape (<= kk,)."""
+        for want in range(kk, 0, -1):
+            with contextlib.suppress(RuntimeError):
+                return self._index.knn_query(q, k=want, num_threads=1)[0][0]
+        return np.zeros(0, np.uint64)
 
     def save(self, gen: Path) -> dict[str, Any]:
         self._index.save_index(str(gen / "hnsw.bin"))

@@ -251,18 +251,18 @@ class Agglomerator:
         if given is None:
             return self.nearest()
         rows, to, value = given
-        if self.sums is None:
-            counts = np.diff(self.W.indptr)
-            need = np.ones(self.n_clusters, bool)
-            need[rows] = False
-            if int(counts[need].sum()) < ROWS_ALONE_BELOW * self.W.nnz:
-                nn = np.full(self.n_clusters, -1, np.int64)
-                best = np.full(self.n_clusters, -np.inf)
-                todo = np.flatnonzero(need)
-                nn[todo], best[todo] = self._best_of_rows(todo)[:2]
-                nn[rows], best[rows] = to, value
-                return nn, best
-        nn, best = self.nearest()
+        need = np.ones(self.n_clusters, bool)
+        need[rows] = False
+        alone = self.sums is None and (
+            int(np.diff(self.W.indptr)[need].sum()) < ROWS_ALONE_BELOW * self.W.nnz
+        )
+        if alone:
+            nn = np.full(self.n_clusters, -1, np.int64)
+            best = np.full(self.n_clusters, -np.inf)
+            todo = np.flatnonzero(need)
+            nn[todo], best[todo] = self._best_of_rows(todo)[:2]
+        else:
+            nn, best = self.nearest()
         nn[rows], best[rows] = to, value
         return nn, best
 
