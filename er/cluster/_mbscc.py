@@ -406,21 +406,24 @@ class MBSCC:
         levels = np.unique(level[todo])
         cut_v = np.searchsorted(level[todo], levels, side="right")
         cut_e = np.searchsorted(level[edges[:, 1]], levels, side="right")
-        span = np.int64(max(prev.ids.max(initial=0), 0) + 1)
-        taken = np.zeros(int(span), bool)  # old ids already continued
-        taken[used] = True
+        # old parents are the last batch's clusters: flags by their row in ``prev``,
+        # so memory follows the live clusters, not the largest id ever issued
+        taken = np.zeros(prev.ids.size, bool)  # continued already
+        taken[prev.row_of(used)] = True
+        span = np.int64(max(prev.ids.size, 1))
         size = np.diff(now.indptr)
         for i in range(levels.size):
             vs = todo[(cut_v[i - 1] if i else 0) : cut_v[i]]
             at = edges[(cut_e[i - 1] if i else 0) : cut_e[i]]
             q = _lookup(old_child, old_parent, ids[at[:, 0]])
-            ok = q >= 0
-            ok[ok] = ~taken[q[ok]]
-            # more than half of q inside v needs |q| < 2 |v|
-            ok[ok] &= prev.size[prev.row_of(q[ok])] < 2 * size[at[ok, 1] - n]
-            code = np.unique(at[ok, 1] * span + q[ok])
+            at, row = at[q >= 0], prev.row_of(q[q >= 0])  # rows of prev: by id order
+            # not continued yet, and more than half of q inside v needs |q| < 2 |v|
+            ok = ~taken[row] & (prev.size[row] < 2 * size[at[:, 1] - n])
+            code = np.unique(at[ok, 1] * span + row[ok])  # (v, row of q), sorted
             if code.size:
-                self._continue_level(ids, code // span, code % span, now, n, taken)
+                rows = code % span
+                won = self._continue_level(ids, code // span, prev.ids[rows], rows, now, n)
+                taken[won] = True
             fresh = vs[ids[vs] < 0]
             ids[fresh] = self._take_ids(fresh.size)
 
@@ -429,27 +432,27 @@ class MBSCC:
         ids: NDArray[np.int64],
         v: NDArray[np.int64],
         q: NDArray[np.int64],
+        rows: NDArray[np.int64],
         now: _Members,
         n: int,
-        taken: NDArray[np.bool_],
-    ) -> None:
+    ) -> NDArray[np.int64]:
         """Give clusters ``v`` (one level) the candidate old id ``q`` they overlap most.
 
-        ``(v[i], q[i])`` are the candidate pairs, sorted by v then q.
+        ``(v[i], q[i])`` are the candidate pairs, sorted by v then q; ``rows[i]`` is
+        ``q[i]``'s row in ``self._prev``. Returns the rows of the old ids continued.
         """
         prev = self._prev
-        rows = prev.row_of(q)
         overlap = _level_overlaps(now, v - n, prev, rows, n)
         keep = 2 * overlap > prev.size[rows]
-        v, q, overlap = v[keep], q[keep], overlap[keep]
+        v, q, rows, overlap = v[keep], q[keep], rows[keep], overlap[keep]
         if v.size == 0:
-            return
+            return rows
         # per cluster the largest overlap, ties to the lower old id
         order = np.lexsort((q, -overlap, v))
-        v, q = v[order], q[order]
+        v, q, rows = v[order], q[order], rows[order]
         first = np.r_[True, v[1:] != v[:-1]]
         ids[v[first]] = q[first]
-        taken[q[first]] = True
+        return rows[first]
 
 
 class _Members:

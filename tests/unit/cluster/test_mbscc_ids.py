@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from er.cluster import MBSCC
+from er.cluster._mbscc import _KEY_BASE_MAX
 
 
 def _sets(m: MBSCC) -> dict[int, frozenset[int]]:
@@ -120,18 +121,23 @@ def _expected_ids(
     batches=st.lists(st.integers(1, 15), min_size=2, max_size=8),
     noise=st.floats(0.05, 1.2),
     n_levels=st.integers(2, 40),
+    jump=st.sampled_from([0, 2**40, _KEY_BASE_MAX - 20]),
 )
 def test_ids_follow_the_rule_read_with_python_sets(
-    seed: int, n_blobs: int, batches: list[int], noise: float, n_levels: int
+    seed: int, n_blobs: int, batches: list[int], noise: float, n_levels: int, jump: int
 ) -> None:
+    """``jump``: after the first batch new ids continue from there, as after a long
+    life (ids are never reused), on both sides of the edge-key limit."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(n_blobs, 5))
     m = MBSCC(k=4, n_levels=n_levels)
     before: dict[int, frozenset[int]] = {}
     old_parent: dict[int, int] = {}
     top = -1
-    for size in batches:
+    for b, size in enumerate(batches):
         X = centres[rng.integers(0, n_blobs, size)] + noise * rng.normal(size=(size, 5))
+        if b == 1:
+            m._next_id = max(m._next_id, jump)
         m.partial_fit(X.astype(np.float32))
         h, got = m.hierarchy_, m.node_ids_.tolist()
         points = got[: h.n_points]
@@ -141,6 +147,27 @@ def test_ids_follow_the_rule_read_with_python_sets(
         top = max(top, *got)
         before = _sets(m)
         old_parent = {got[c]: got[p] for c, p in np.asarray(h.edges).tolist()}
+
+
+def test_continuing_ids_past_a_trillion_takes_memory_for_live_clusters_only() -> None:
+    """Which old ids a batch has continued is kept per live cluster: a collection whose
+    ids have grown to 2^40 over its life needs no array indexed by id (1 TiB)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(5, 8))[rng.integers(0, 5, 450)] + 0.4 * rng.normal(size=(450, 8))
+    m = MBSCC(k=5).partial_fit(X[:200].astype(np.float32))
+    m._next_id = 2**40
+    m.partial_fit(X[200:400].astype(np.float32))  # its clusters take ids past 2^40
+    tracemalloc.start()
+    try:
+        m.partial_fit(X[400:].astype(np.float32))  # continues them
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20
+    assert np.count_nonzero(m.node_ids_ >= 2**40) >= 250  # two batches' points at least
+    assert len(set(m.node_ids_.tolist())) == m.node_ids_.size
 
 
 def test_a_checkpoint_from_before_member_lists_continues_the_same_ids() -> None:
