@@ -114,6 +114,23 @@ def _summary(batches: list[dict[str, Any]], at: int, width: int) -> dict[str, An
     }
 
 
+def _run_means(batches: list[dict[str, Any]], batch: int) -> dict[str, Any]:
+    """Means over every batch of the run: each stage, the writer's work, and that work
+    without the wait for the graph write. ``ceiling_mentions_per_s``: what the one
+    writer could sustain if the graph database cost it nothing (its own work only)."""
+    stages = sorted({k for b in batches for k in b["timings"]})
+    work = np.array([_work(b["timings"]) for b in batches])
+    own = work - np.array([b["timings"].get("graph_wait_s", 0.0) for b in batches])
+    return {
+        "stages_mean_s": {
+            k: round(float(np.mean([b["timings"].get(k, 0) for b in batches])), 4) for k in stages
+        },
+        "work_mean_s": round(float(work.mean()), 4),
+        "own_work_mean_s": round(float(own.mean()), 4),
+        "ceiling_mentions_per_s": round(batch / float(own.mean()), 1),
+    }
+
+
 class CpuClock(NamedTuple):
     """CPU seconds (user + system) read at one moment, by process."""
 
@@ -291,6 +308,7 @@ def main() -> None:
         "load_at_start": [round(x, 2) for x in load_before],
         "load_at_end": [round(x, 2) for x in os.getloadavg()],
         "cpu": cpu,
+        "run": _run_means(batches, args.batch),
     }
     print(json.dumps(out))
     for at in args.at:

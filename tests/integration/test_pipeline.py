@@ -200,6 +200,47 @@ def test_a_backlog_taken_a_budget_at_a_time_equals_one_run(settings_env, febrl) 
     assert _snapshot(settings, name) == _snapshot(settings, reference)
 
 
+STAGES = {
+    "featurize_s", "index_s", "cluster_s", "entities_s",
+    "graph_s", "graph_wait_s", "checkpoint_s", "sql_s",
+}  # fmt: skip
+
+
+def test_every_batch_stores_the_time_of_each_stage_and_none_twice(settings_env, febrl) -> None:
+    """A backlog of three batches in one run: each done batch stores every stage's
+    seconds; the stages the writer itself waits on add up to no more than the run's
+    wall time (the graph write runs beside the next batch, so only its wait counts)."""
+    import time
+
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from er.pipeline import run_cluster
+    from er.stores.sql import Batch, Collection, make_engine
+
+    settings = _settings(settings_env)
+    name = _name()
+    _ingest(settings, name, febrl[:600], batch=200, cluster=False)
+    started = time.perf_counter()
+    run_cluster(settings, name)
+    wall = time.perf_counter() - started
+    engine = make_engine(settings_env["ER_DATABASE_URL"])
+    with Session(engine) as session:
+        coll = session.scalar(select(Collection.id).where(Collection.name == name))
+        rows = session.execute(
+            select(Batch.status, Batch.timings).where(Batch.collection_id == coll)
+        ).all()
+    engine.dispose()
+    assert [status for status, _ in rows] == ["done"] * 3
+    own = 0.0
+    for _, timings in rows:
+        assert timings.keys() >= STAGES
+        assert all(np.isfinite(v) and v >= 0 for v in timings.values())
+        assert timings["graph_wait_s"] <= timings["graph_s"] + 0.05
+        own += sum(timings.values()) - timings["graph_s"]
+    assert own <= wall
+
+
 def test_a_write_that_fails_for_good_fails_its_batch_and_the_next_steps_again(
     settings_env, febrl, tmp_path
 ) -> None:
