@@ -43,6 +43,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import psutil
 
+from er.pipeline import recent_work, writer_seconds
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pg import fresh_database
 from people import synthetic_people
@@ -87,18 +89,10 @@ def _quality(env: dict[str, str], records: list[dict[str, str]]) -> dict[str, fl
     return {"pairwise_f1": pairwise_prf(gold, pred)[2], "bcubed_f1": bcubed(gold, pred)[2]}
 
 
-def _work(timings: dict[str, float]) -> float:
-    """A batch's own processing seconds. With ``graph_wait_s`` (the pipelined writer) the
-    graph write ran beside the next batch's work and only that wait held this batch up,
-    so ``graph_s`` is not added again."""
-    spent = sum(timings.values())
-    return spent - timings["graph_s"] if "graph_wait_s" in timings else spent
-
-
 def _summary(batches: list[dict[str, Any]], at: int, width: int) -> dict[str, Any]:
     ends = np.array([b["resolved"] for b in batches])
     near = [batches[i] for i in np.argsort(np.abs(ends - at), kind="stable")[:width]]
-    work = [_work(b["timings"]) for b in near]
+    work = [writer_seconds(b["timings"]) for b in near]
     lat = [b["latency_s"] for b in near]
     stages = sorted({k for b in near for k in b["timings"]})
     return {
@@ -115,19 +109,17 @@ def _summary(batches: list[dict[str, Any]], at: int, width: int) -> dict[str, An
 
 
 def _run_means(batches: list[dict[str, Any]], batch: int) -> dict[str, Any]:
-    """Means over every batch of the run: each stage, the writer's work, and that work
-    without the wait for the graph write. ``ceiling_mentions_per_s``: what the one
-    writer could sustain if the graph database cost it nothing (its own work only)."""
-    stages = sorted({k for b in batches for k in b["timings"]})
-    work = np.array([_work(b["timings"]) for b in batches])
-    own = work - np.array([b["timings"].get("graph_wait_s", 0.0) for b in batches])
+    """Means over every batch of the run (:func:`er.pipeline.recent_work`), and the
+    writer's work without the wait for the graph write. ``ceiling_mentions_per_s``: what
+    the one writer could sustain if the graph database cost it nothing."""
+    means = recent_work([(batch, b["timings"], None) for b in batches])
+    waits = [b["timings"].get("graph_wait_s", 0.0) for b in batches]
+    own = means["writer_s_per_batch"] - np.mean(waits)
     return {
-        "stages_mean_s": {
-            k: round(float(np.mean([b["timings"].get(k, 0) for b in batches])), 4) for k in stages
-        },
-        "work_mean_s": round(float(work.mean()), 4),
-        "own_work_mean_s": round(float(own.mean()), 4),
-        "ceiling_mentions_per_s": round(batch / float(own.mean()), 1),
+        "stages_mean_s": means["stages_s"],
+        "work_mean_s": means["writer_s_per_batch"],
+        "own_work_mean_s": round(float(own), 4),
+        "ceiling_mentions_per_s": round(batch / float(own), 1),
     }
 
 

@@ -611,8 +611,27 @@ def cmd_status(args: argparse.Namespace) -> int:
         counts = [str(b.get(k, 0)) for k in ("done", "pending", "running", "failed")]
         extra = [str(r["mentions"]), str(r["rejected"]), f"{r['lag_s']:.1f} s"]
         table.add_row(r["collection"], *counts, *extra)
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    for r in rows:
+        if r["recent"]["batches"]:
+            console.print(_recent_line(r["collection"], r["recent"]), highlight=False)
     return 0
+
+
+def _recent_line(collection: str, recent: dict[str, Any]) -> str:
+    """One line on a collection's last done batches: rate, writer seconds, top stage."""
+    rate, per_batch = recent["mentions_per_s"], recent["writer_s_per_batch"]
+    # a graph write that overlapped the next batch cost the writer only its wait
+    overlapped = "graph_wait_s" in recent["stages_s"]
+    stages = {k: v for k, v in recent["stages_s"].items() if k != "graph_s" or not overlapped}
+    top = max(stages, key=stages.__getitem__)
+    rate_text = "" if rate is None else f"{rate:,.0f} mentions/s, "
+    return (
+        f"{collection}, last {recent['batches']} done batches: {rate_text}"
+        f"{per_batch:.2f} s of writer time per batch, most in {top.removesuffix('_s')} "
+        f"({stages[top]:.2f} s); --json has every stage"
+    )
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -830,7 +849,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON summary as the last line")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("status", help="batches done/pending/failed, lag, counts, rejects")
+    p = sub.add_parser(
+        "status", help="batches by status, lag, counts, rejects; rate and stages of recent batches"
+    )
     p.add_argument("--collection", default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)

@@ -67,6 +67,7 @@ from er.stores.sql import (
     mentions_by_node,
     open_batch,
     pending_batches,
+    recent_batches,
     record_rejects,
     set_mention_nodes,
     stored_payloads,
@@ -1316,7 +1317,8 @@ def _pair_confidence(
 
 
 def collection_status(session: Session, collection: str) -> dict[str, Any]:
-    """Batches by status, counts, rejects and lag (seconds the oldest pending batch waits)."""
+    """Batches by status, counts, rejects, lag (seconds the oldest pending batch waits)
+    and, over the last done batches, throughput and time per stage (:func:`recent_work`)."""
     coll = find_collection(session, collection)
     if coll is None:
         raise ERError(f"no collection {collection!r}.")
@@ -1325,7 +1327,58 @@ def collection_status(session: Session, collection: str) -> dict[str, Any]:
     if oldest is not None and oldest.tzinfo is None:
         oldest = oldest.replace(tzinfo=dt.UTC)
     lag = 0.0 if oldest is None else (dt.datetime.now(dt.UTC) - oldest).total_seconds()
-    return {"collection": collection, **counts, "lag_s": round(max(lag, 0.0), 3)}
+    return {
+        "collection": collection,
+        **counts,
+        "lag_s": round(max(lag, 0.0), 3),
+        "recent": recent_work(recent_batches(session, coll.id, RECENT_BATCHES)),
+    }
+
+
+RECENT_BATCHES = 20  # done batches `er status` sums its throughput and stages over
+
+
+def writer_seconds(timings: Mapping[str, float]) -> float:
+    """A batch's seconds on the writer: its stages, less the graph write when that ran
+    beside the next batch (``graph_wait_s`` present: only the wait held the writer)."""
+    spent = float(sum(timings.values()))
+    return spent - float(timings.get("graph_s", 0.0)) if "graph_wait_s" in timings else spent
+
+
+def recent_work(batches: Sequence[tuple[int, Mapping[str, float], Any]]) -> dict[str, Any]:
+    """Throughput and time per stage over done batches, oldest first.
+
+    Parameters
+    ----------
+    batches : sequence of (n_accepted, timings, finished_at)
+        As :func:`er.stores.sql.recent_batches` returns them.
+
+    Returns
+    -------
+    dict
+        ``batches``; ``mentions_per_s``: the mentions of all but the first batch over
+        the time from the first finish to the last (None for fewer than two batches:
+        it is the rate batches were finished at, which is the arrival rate when the
+        writer keeps up); ``writer_s_per_batch``: mean :func:`writer_seconds`;
+        ``stages_s``: mean seconds per stage (a stage a batch lacks counts 0).
+    """
+    if not batches:
+        return {"batches": 0, "mentions_per_s": None, "writer_s_per_batch": None, "stages_s": {}}
+    stages = sorted({k for _, t, _ in batches for k in t})
+    rate = None
+    first, last = batches[0][2], batches[-1][2]
+    if len(batches) > 1 and first is not None and last is not None:
+        span = (last - first).total_seconds()
+        rate = round(sum(n for n, _, _ in batches[1:]) / span, 1) if span > 0 else None
+    return {
+        "batches": len(batches),
+        "mentions_per_s": rate,
+        "writer_s_per_batch": round(float(np.mean([writer_seconds(t) for _, t, _ in batches])), 4),
+        "stages_s": {
+            k: round(float(np.mean([float(t.get(k, 0.0)) for _, t, _ in batches])), 4)
+            for k in stages
+        },
+    }
 
 
 # -- entry points (CLI and Celery tasks) ---------------------------------------------------

@@ -228,17 +228,31 @@ def test_every_batch_stores_the_time_of_each_stage_and_none_twice(settings_env, 
     with Session(engine) as session:
         coll = session.scalar(select(Collection.id).where(Collection.name == name))
         rows = session.execute(
-            select(Batch.status, Batch.timings).where(Batch.collection_id == coll)
+            select(Batch.status, Batch.timings, Batch.finished_at)
+            .where(Batch.collection_id == coll)
+            .order_by(Batch.seq)
         ).all()
     engine.dispose()
-    assert [status for status, _ in rows] == ["done"] * 3
-    own = 0.0
-    for _, timings in rows:
+    assert [status for status, _, _ in rows] == ["done"] * 3
+    own = []
+    for _, timings, _ in rows:
         assert timings.keys() >= STAGES
         assert all(np.isfinite(v) and v >= 0 for v in timings.values())
         assert timings["graph_wait_s"] <= timings["graph_s"] + 0.05
-        own += sum(timings.values()) - timings["graph_s"]
-    assert own <= wall
+        own.append(sum(timings.values()) - timings["graph_s"])
+    assert sum(own) <= wall
+    # er status: the same, summed over the last done batches
+    recent = json.loads(_er(settings_env, "status", "--collection", name, "--json").stdout)[0][
+        "recent"
+    ]
+    finished = [f for _, _, f in rows]
+    assert recent["batches"] == 3
+    assert recent["writer_s_per_batch"] == pytest.approx(np.mean(own), abs=1e-3)
+    assert recent["stages_s"]["cluster_s"] == pytest.approx(
+        np.mean([t["cluster_s"] for _, t, _ in rows]), abs=1e-3
+    )
+    rate = 400 / (finished[-1] - finished[0]).total_seconds()  # batches 2 and 3, 200 each
+    assert recent["mentions_per_s"] == pytest.approx(rate, rel=0.01, abs=0.1)
 
 
 def test_a_write_that_fails_for_good_fails_its_batch_and_the_next_steps_again(

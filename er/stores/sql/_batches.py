@@ -25,6 +25,7 @@ __all__ = [
     "lock_collection",
     "open_batch",
     "pending_batches",
+    "recent_batches",
     "record_rejects",
     "stored_payloads",
     "writer_lock",
@@ -160,6 +161,19 @@ def batch_counts(session: Session, collection_id: int) -> dict[str, Any]:
         "rejected": int(rejects or 0),
         "oldest_pending": oldest,
     }
+
+
+def recent_batches(
+    session: Session, collection_id: int, limit: int = 20
+) -> list[tuple[int, dict[str, Any], dt.datetime | None]]:
+    """The last ``limit`` done batches, oldest first: ``(n_accepted, timings, finished_at)``."""
+    rows = session.execute(
+        select(Batch.n_accepted, Batch.timings, Batch.finished_at)
+        .where(Batch.collection_id == collection_id, Batch.status == "done")
+        .order_by(Batch.seq.desc())
+        .limit(limit)
+    ).all()
+    return [(int(n), dict(t or {}), f) for n, t, f in reversed(rows)]
 
 
 @contextmanager
