@@ -66,7 +66,7 @@ def make_estimator(algorithm: str, params: dict[str, Any]) -> Any:
     """The estimator an `er cluster --algorithm` name stands for."""
     from er import cluster
 
-    classes = {
+    classes: dict[str, Callable[..., Any]] = {
         "scc": cluster.SCC,
         "mbscc": cluster.MBSCC,
         "llama": cluster.Llama,
@@ -117,7 +117,8 @@ def _read_array(path: Path, what: str) -> np.ndarray:
     if not path.is_file():
         raise ERError(f"{path}: no such file ({what}).")
     try:
-        return np.load(path, allow_pickle=False)
+        array: np.ndarray = np.load(path, allow_pickle=False)
+        return array
     except (ValueError, OSError, EOFError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ERError(f"{path}: not a readable .npy array of {what} ({reason}).") from None
@@ -284,7 +285,7 @@ def _node_arg(graph: Any, args: argparse.Namespace) -> int:
     """The node ``--id`` names, or the node of the record ingested as ``--mention``."""
     if args.mention is None:
         return int(args.id)
-    node = graph.node_of(args.collection, args.mention)
+    node: int | None = graph.node_of(args.collection, args.mention)
     if node is None:
         raise ERError(f"collection {args.collection!r} has no mention {args.mention!r}.")
     return node
@@ -356,7 +357,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         from er.pipeline import run_lineage
 
         mentions = _lineage_mentions(args)
-        result = run_lineage(settings, args.what, args.collection, mentions, as_of=args.as_of)
+        result: Any = run_lineage(settings, args.what, args.collection, mentions, as_of=args.as_of)
         if args.json:
             sys.stdout.write(json.dumps(result) + "\n")
         else:
@@ -378,7 +379,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         if args.what != "stats":
             args.id = _node_arg(graph, args)
         if args.what == "ancestors":
-            result: Any = graph.ancestors(args.collection, args.id, as_of=args.as_of)
+            result = graph.ancestors(args.collection, args.id, as_of=args.as_of)
         elif args.what == "members":
             result = graph.members(args.collection, args.id, as_of=args.as_of)
         elif args.what == "entity":
@@ -566,6 +567,8 @@ def _wait_resolved(settings: Any, collection: str, seqs: set[int], timeout: floa
         while True:
             with Session(engine) as session:
                 coll = find_collection(session, collection)
+                if coll is None:  # the workers wrote to another database than this one reads
+                    raise ERError(f"no collection {collection!r}.")
                 statuses = [
                     b.status
                     for b in session.query(Batch).filter(
@@ -785,7 +788,7 @@ class _progress:
     def __enter__(self) -> None:
         self._status.__enter__()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self._status.__exit__(*exc)
 
 

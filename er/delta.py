@@ -10,6 +10,7 @@ sequence number, so that replaying a batch changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -19,8 +20,8 @@ from er.exceptions import ConfigError
 __all__ = ["ClusteringDelta"]
 
 
-def _frozen(values: ArrayLike, dtype: type, name: str, ndim: int) -> NDArray:
-    arr = np.array(values, dtype=dtype, copy=True)
+def _frozen(values: ArrayLike, dtype: type, name: str, ndim: int) -> NDArray[Any]:
+    arr: NDArray[Any] = np.array(values, dtype=dtype, copy=True)
     if arr.size == 0:
         arr = arr.reshape((0,) if ndim == 1 else (0, 2))
     if arr.ndim != ndim or (ndim == 2 and arr.shape[1] != 2):

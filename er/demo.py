@@ -58,7 +58,7 @@ def run_demo(settings: Any, graph: Any, *, n_entities: int = 200, seed: int = 0)
         graph.init_schema()
         progress.update(task, advance=1, description="making mentions")
         X, gold = make_mentions(n_entities, seed)
-        records = [
+        records: list[dict[str, Any]] = [
             {
                 "external_id": f"m{i}",
                 "payload": {"vector": X[i].round(5).tolist()},

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -152,7 +153,7 @@ class EntityLedger:
             if ids[k] is None:
                 ids[k] = self.next_id
                 self.next_id += 1
-        return [int(i) for i in ids]  # type: ignore[arg-type]
+        return [int(i) for i in ids]  # type: ignore[arg-type]  # every slot is filled above
 
     def _diff(self, batch: int, clusters: list[set[Mention]], ids: list[int]) -> EntityStep:
         step = EntityStep(batch)
@@ -203,7 +204,8 @@ class ArrayLedger:
     @classmethod
     def from_ledger(cls, ledger: EntityLedger) -> ArrayLedger:
         """The array form of a dict ledger (e.g. one from an older checkpoint)."""
-        return cls(ledger.members, ledger.next_id, ledger.last_batch)
+        members = cast("Mapping[int, Iterable[int]]", ledger.members)  # integer mentions
+        return cls(members, ledger.next_id, ledger.last_batch)
 
     @property
     def entity_of(self) -> dict[int, int]:
@@ -356,4 +358,5 @@ def _unique_pairs(
 def _once(values: NDArray[np.int64]) -> NDArray[np.bool_]:
     """(p,) True where the value occurs once in ``values``."""
     _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    return counts[inverse.reshape(-1)] == 1
+    once: NDArray[np.bool_] = counts[inverse.reshape(-1)] == 1
+    return once

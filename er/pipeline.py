@@ -30,7 +30,7 @@ import logging
 import os
 import pickle
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,7 +154,8 @@ def fit_and_store(
     timings["graph_s"] = time.perf_counter() - started
     batch.status, batch.timings = "done", timings
     logger.info("batch %d of %s: %s", batch_seq, collection, timings)
-    return estimator.hierarchy_
+    hierarchy: Hierarchy = estimator.hierarchy_
+    return hierarchy
 
 
 def _point_nodes(estimator: Any, n: int) -> NDArray[np.int64]:
@@ -226,7 +227,9 @@ def evaluate_collection(
             f"collection {collection!r}: {int((~keep).sum())} clustered mention(s) have no gold "
             "label; evaluate a collection whose every mention has one."
         )
-    gold = np.array([m["gold_entity"] for m in known], dtype=object).astype(str)  # type: ignore[index]
+    # every m is a mention with a gold label (keep.all()): the filter only narrows the type
+    labels = [m["gold_entity"] for m in known if m is not None]
+    gold = np.array(labels, dtype=object).astype(str)
     cut = threshold if threshold is not None else coll.config.get("cut_threshold", DEFAULT_CUT)
     metrics = coreference_report(hierarchy, gold, threshold=float(cut))
     run = EvalRun(
@@ -254,7 +257,15 @@ def _hierarchy_from_store(structure: Any) -> tuple[Hierarchy, list[int]]:
     score = [np.nan if n["score"] is None else float(n["score"]) for n in nodes]
     lo = [int(n["level_lo"] or 0) for n in nodes]
     hi = [int(n["level_hi"] or 0) for n in nodes]
-    return Hierarchy(len(leaves), np.array(edges, np.int64), score, lo, hi), ids
+    # the conversions Hierarchy.__post_init__ makes of lists, written out for the types
+    hierarchy = Hierarchy(
+        len(leaves),
+        np.array(edges, np.int64),
+        np.asarray(score, np.float64),
+        np.asarray(lo, np.int32),
+        np.asarray(hi, np.int32),
+    )
+    return hierarchy, ids
 
 
 def _excerpt(payload: Any, limit: int = 90) -> str:
@@ -423,8 +434,9 @@ def _settle_config(
         coll.config = new_collection_config(
             records, id_field=id_field, gold_field=gold_field, given=given
         )
-        return coll.config  # type: ignore[no-any-return]
-    stored = coll.config
+        created: dict[str, Any] = coll.config
+        return created
+    stored: dict[str, Any] = coll.config
     if stored.get("id_field") != id_field:
         raise ConfigError(
             f"collection {coll.name!r} takes its ids from field {stored.get('id_field')!r}, "
@@ -440,7 +452,7 @@ def _settle_config(
                 f"collection {coll.name!r} already has a config that differs in {differs}; "
                 "a collection keeps its config (use a new collection)."
             )
-    return stored  # type: ignore[no-any-return]
+    return stored
 
 
 def ingest_records(
@@ -519,9 +531,9 @@ def ingest_records(
 def _screen(
     validator: RecordValidator,
     records: Sequence[Any],
-    rejected: list[dict[str, Any]],
+    rejected: list[Mapping[str, Any]],
     where: Sequence[str] | None,
-) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+) -> tuple[dict[str, Any], list[Mapping[str, Any]], int]:
     """Split a batch into accepted records (by external id, first wins) and rejects."""
     accepted: dict[str, Any] = {}
     duplicates = 0
@@ -884,7 +896,9 @@ def _keep_state(path: Path, state: _State) -> None:
         del _KEPT[next(iter(_KEPT))]
 
 
-def _fail(engine: Engine, batch_id: int, seq: int, collection: str, exc: Exception) -> dict:
+def _fail(
+    engine: Engine, batch_id: int, seq: int, collection: str, exc: Exception
+) -> dict[str, Any]:
     """Mark a batch failed with a one-line reason; later batches go on."""
     reason = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
     logger.error("batch %d of %s failed: %s", seq, collection, reason, exc_info=exc)
@@ -1118,7 +1132,7 @@ def mention_confidence(
             f"entity {entity} has {len(members)} mentions; exact confidence is computed for "
             f"entities of up to {CONFIDENCE_LIMIT} (O(3^n)), so none is given."
         )
-    payloads = session.execute(
+    payloads: Iterable[Any] = session.execute(
         select(Mention.payload).where(Mention.collection_id == coll.id).order_by(Mention.id)
     ).scalars()
     X = _featurizer(coll.config)(list(payloads))
@@ -1278,7 +1292,7 @@ def explain_pair(
         {"a": r["left_external_id"], "b": r["right_external_id"], "sim": round(r["sim"], 6)}
         for r in near
     ]
-    payloads = dict(
+    payloads: dict[str, Any] = dict(
         session.execute(
             select(Mention.external_id, Mention.payload).where(
                 Mention.collection_id == coll.id, Mention.external_id.in_([a, b])
@@ -1461,6 +1475,7 @@ def run_confidence(
     engine, graph = _stores(settings)
     with _transient_sql(), Session(engine) as session:
         if mention is None:
+            # exactly one of mention and entity is given (er query checks): entity is an int
             mention = _member_of(session, graph, collection, int(entity))  # type: ignore[arg-type]
         return mention_confidence(session, graph, collection, mention)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import hnswlib
 import numpy as np
@@ -45,7 +45,9 @@ class HnswGraph:
         ids = np.arange(first_id, need, dtype=np.int64)
         self._index.add_items(V, ids, num_threads=1)
 
-    def candidates(self, Q: NDArray[np.float32], k: int, X: NDArray[np.float32]) -> NDArray:
+    def candidates(
+        self, Q: NDArray[np.float32], k: int, X: NDArray[np.float32]
+    ) -> NDArray[np.int64]:
         """(b, min(k, n)) candidate ids (re-scored exactly by the caller), -1 where a row
         reaches fewer points (:meth:`_padded`)."""
         n = self._index.get_current_count()
@@ -58,7 +60,7 @@ class HnswGraph:
             try:
                 # queries only read the graph: every core, the same answers
                 labels, _ = self._index.knn_query(Q, k=kk, num_threads=-1)
-                return labels.astype(np.int64)
+                return cast("NDArray[np.int64]", labels.astype(np.int64))
             except RuntimeError:  # fewer than kk found for some row: widen the search
                 if ef >= n:  # a sparse graph (tiny M) cannot reach kk points from some rows
                     return self._padded(Q, kk)
@@ -80,7 +82,8 @@ class HnswGraph:
         """Ids of the most (at most kk) points one row's search reaches, shape (<= kk,)."""
         for want in range(kk, 0, -1):
             with contextlib.suppress(RuntimeError):
-                return self._index.knn_query(q, k=want, num_threads=1)[0][0]
+                found = self._index.knn_query(q, k=want, num_threads=1)[0][0]
+                return cast("NDArray[np.uint64]", found)
         return np.zeros(0, np.uint64)
 
     def save(self, gen: Path) -> dict[str, Any]:

@@ -84,13 +84,17 @@ class AnnoySegments:
         index.build(self.n_trees, n_jobs=1)  # one job: deterministic for the seed
         return _Segment(start, stop, index)
 
-    def candidates(self, Q: NDArray[np.float32], k: int, X: NDArray[np.float32]) -> NDArray:
+    def candidates(
+        self, Q: NDArray[np.float32], k: int, X: NDArray[np.float32]
+    ) -> NDArray[np.int64]:
         """(b, c) distinct candidate ids: each segment's top k and the buffer's exact top k."""
         parts = [self._segment_candidates(s, Q, k) for s in self.segments]
         parts.append(self._buffer_candidates(Q, k, X))
         return np.hstack(parts)
 
-    def _segment_candidates(self, seg: _Segment, Q: NDArray[np.float32], k: int) -> NDArray:
+    def _segment_candidates(
+        self, seg: _Segment, Q: NDArray[np.float32], k: int
+    ) -> NDArray[np.int64]:
         kk = min(k, seg.stop - seg.start)
         out = np.full((Q.shape[0], kk), -1, np.int64)
         for r, q in enumerate(Q):
@@ -98,7 +102,9 @@ class AnnoySegments:
             out[r, : len(local)] = np.asarray(local, np.int64) + seg.start
         return out
 
-    def _buffer_candidates(self, Q: NDArray[np.float32], k: int, X: NDArray[np.float32]) -> NDArray:
+    def _buffer_candidates(
+        self, Q: NDArray[np.float32], k: int, X: NDArray[np.float32]
+    ) -> NDArray[np.int64]:
         B = X[self.buffer_start :]
         kk = min(k, B.shape[0])
         if kk == 0:

@@ -120,7 +120,8 @@ class _Tree:
         if self._stale[v]:
             self.norm[v] = row_norms(self.sums[v : v + 1])[0]
             self._stale[v] = False
-        return self.norm[v]
+        norm: np.float64 = self.norm[v]  # a float subclass, returned as is
+        return norm
 
     def siblings(self, nodes: NDArray[np.int64]) -> NDArray[np.int64]:
         """The sibling of each of ``nodes`` (none the root); shape (len(nodes),)."""
@@ -243,7 +244,9 @@ class _Tree:
         self._add_up(self.root_path(p)[1:], self.sums[v], int(self.count[v]))
         return p
 
-    def move(self, v: int, target: int, paths: tuple[NDArray, NDArray] | None = None) -> int:
+    def move(
+        self, v: int, target: int, paths: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
+    ) -> int:
         """Detach v and attach it as the sibling of target (disjoint from v); return the
         new parent.
 
@@ -265,7 +268,7 @@ class _Tree:
         self._add_up(paths[1], vec, c)
         return p
 
-    def _move_paths(self, old: int, p: int) -> tuple[NDArray, NDArray]:
+    def _move_paths(self, old: int, p: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The paths of ``move``, from the old place's first survivor and the new parent."""
         if old == _NONE:
             return np.zeros(0, np.int64), self.root_path(p)[1:]
@@ -395,4 +398,5 @@ def row_norms(rows: NDArray[np.float64]) -> NDArray[np.float64]:
     Each row's value does not depend on the other rows (einsum reduces each row on its
     own), so a norm computed alone equals the one computed with others.
     """
-    return np.sqrt(np.einsum("ij,ij->i", rows, rows))
+    sq: NDArray[np.float64] = np.einsum("ij,ij->i", rows, rows)
+    return np.sqrt(sq)

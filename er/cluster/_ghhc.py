@@ -292,7 +292,7 @@ class GHHC:
         first_call = not partial or not hasattr(self, "nodes_")
         if first_call:
             self._rng = np.random.default_rng(self.random_state)
-            self.mean_ = X.mean(axis=0)
+            self.mean_: NDArray[np.float64] = X.mean(axis=0)
             self._points = np.zeros((0, X.shape[1]))
             self.loss_: list[float] = []
             self.leaf_ids_ = np.zeros(0, np.int64)  # delta id of each point
@@ -318,12 +318,12 @@ class GHHC:
 
     # -- steps ------------------------------------------------------------------------------
     def _check_X(self, X: Any) -> NDArray[np.float64]:
-        X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-            raise ConfigError(f"GHHC needs X of shape (n, d) with n, d >= 1. Got {X.shape}.")
-        if not np.all(np.isfinite(X)):
+        A = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+        if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
+            raise ConfigError(f"GHHC needs X of shape (n, d) with n, d >= 1. Got {A.shape}.")
+        if not np.all(np.isfinite(A)):
             raise ConfigError("GHHC: X has a non-finite value.")
-        return X
+        return A
 
     def _to_ball(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
         """Centre, unit-norm and scale to ``point_norm`` (§3.1; the code's 0.9 clip).
@@ -331,7 +331,7 @@ class GHHC:
         A row equal to the centre stays at the origin.
         """
         C = X - self.mean_
-        norms = np.linalg.norm(C, axis=1, keepdims=True)
+        norms: NDArray[np.float64] = np.linalg.norm(C, axis=1, keepdims=True)
         return self.point_norm * C / np.where(norms > 0, norms, 1.0)
 
     def _epoch(self, P: NDArray[np.float64]) -> float:
@@ -350,7 +350,8 @@ class GHHC:
                 for _ in range(self.parent_steps):
                     _, g = parent_loss(self.nodes_, pairs, self.gamma, self.parent_term)
                     self.nodes_ = rsgd_step(self.nodes_, g, self.learning_rate, self.max_norm)
-        return total / T.shape[0]
+        n_triples: int = T.shape[0]
+        return total / n_triples
 
     def _node_pairs(self) -> NDArray[np.int64]:
         """(child, parent) rows of the node tree decoded now (refreshed once per epoch)."""

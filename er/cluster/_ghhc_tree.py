@@ -39,14 +39,14 @@ def _hac_nodes(leaves: NDArray[np.float64]) -> NDArray[np.float64]:
         return np.zeros((0, leaves.shape[1]))
     merges = linkage(leaves, method="average")
     sums = np.vstack([leaves, np.zeros((n - 1, leaves.shape[1]))])
-    counts = np.r_[np.ones(n), np.zeros(n - 1)]
+    counts: NDArray[np.float64] = np.r_[np.ones(n), np.zeros(n - 1)]
     for j, (a, b) in enumerate(merges[:, :2].astype(np.int64)):
         sums[n + j] = sums[a] + sums[b]
         counts[n + j] = counts[a] + counts[b]
     means = sums[n:] / counts[n:, None]
-    norms = np.linalg.norm(means, axis=1, keepdims=True)
+    norms: NDArray[np.float64] = np.linalg.norm(means, axis=1, keepdims=True)
     unit = means / np.where(norms > 0, norms, 1.0)
-    scale = np.log(n - np.arange(n - 1)) / np.log(n)
+    scale: NDArray[np.float64] = np.log(n - np.arange(n - 1)) / np.log(n)
     return unit * scale[:, None]
 
 
@@ -97,7 +97,7 @@ def init_nodes(
     return scale * np.vstack(nodes)[:m]
 
 
-def node_parents(Z: NDArray[np.float64], gamma: float, block_size: int = 1024) -> NDArray:
+def node_parents(Z: NDArray[np.float64], gamma: float, block_size: int = 1024) -> NDArray[np.int64]:
     """Parent of each internal node (Eq. 4): the best d_cp among nodes nearer the origin.
 
     Nodes are ranked by decreasing norm, ties by index (§4.2); a node may only take a
@@ -186,7 +186,7 @@ def leaf_subtree(P: NDArray[np.float64], cap: int = 1000) -> NDArray[np.int64]:
         if rows.size <= cap:
             # condensed distances: the observation form warns when rows happen to look square
             merges = linkage(pdist(P[rows]), method="average")[:, :2].astype(np.int64)
-            ids = list(rows)
+            ids: list[int] = list(rows)
             for a, b in merges:
                 ids.append(len(parent))
                 parent.append(-1)
@@ -275,7 +275,9 @@ def _hang_subtrees(
     return np.concatenate(parents), np.concatenate(extra), np.concatenate(holder)
 
 
-def _splice(parent: NDArray, keep: NDArray, top_down: NDArray, n: int) -> NDArray[np.int64]:
+def _splice(
+    parent: NDArray[np.int64], keep: NDArray[np.bool_], top_down: NDArray[np.int64], n: int
+) -> NDArray[np.int64]:
     """Parent of each node once every dropped node is bypassed (its nearest kept ancestor)."""
     kept_up = np.full(parent.size, -1, np.int64)  # nearest kept node at or above v
     for v in top_down:  # internal nodes and holders, parents first
@@ -291,7 +293,12 @@ def _splice(parent: NDArray, keep: NDArray, top_down: NDArray, n: int) -> NDArra
 
 
 def _relabel(
-    parent: NDArray, keep: NDArray, bottom_up: NDArray, score: NDArray, n: int, params: dict
+    parent: NDArray[np.int64],
+    keep: NDArray[np.bool_],
+    bottom_up: NDArray[np.int64],
+    score: NDArray[np.float64],
+    n: int,
+    params: dict[str, Any],
 ) -> Hierarchy:
     """Number the kept clusters n.. by (height, position) and attach levels and scores.
 

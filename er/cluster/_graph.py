@@ -92,7 +92,9 @@ def candidate_columns(
     return cols
 
 
-def row_entries(indptr: NDArray, rows: NDArray[np.int64]) -> tuple[NDArray, NDArray]:
+def row_entries(
+    indptr: NDArray[np.integer[Any]], rows: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Positions of the entries of CSR rows ``rows``, and each entry's slot in ``rows``.
 
     Parameters
@@ -265,7 +267,9 @@ def _exact_at(
     return out
 
 
-def check_neighbors(idx: Any, sim: Any, n0: int, n1: int) -> tuple[NDArray, NDArray]:
+def check_neighbors(
+    idx: Any, sim: Any, n0: int, n1: int
+) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
     """Supplied k-NN lists of rows n0..n1-1: shapes, id range, no self, finite values."""
     idx, sim = np.asarray(idx), np.asarray(sim)
     b = n1 - n0
@@ -329,8 +333,9 @@ def normalize_rows(X: NDArray[np.floating]) -> NDArray[np.float32]:
     X = np.asarray(X, dtype=np.float64)
     peak = np.abs(X).max(axis=1, keepdims=True) if X.size else np.ones((X.shape[0], 1))
     X = np.divide(X, peak, out=np.zeros_like(X), where=peak > 0)
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0).astype(np.float32)
+    norms: NDArray[np.float64] = np.linalg.norm(X, axis=1, keepdims=True)
+    unit: NDArray[np.float64] = np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
+    return unit.astype(np.float32)
 
 
 def knn_graph(
@@ -394,7 +399,7 @@ def _max_duplicates(
 
 
 def as_graph(
-    edges: sparse.sparray | sparse.spmatrix | tuple[NDArray, NDArray, NDArray],
+    edges: sparse.sparray | sparse.spmatrix | tuple[NDArray[Any], NDArray[Any], NDArray[Any]],
     n: int | None = None,
     *,
     distinct: bool = False,

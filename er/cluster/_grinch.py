@@ -106,6 +106,9 @@ class Grinch:
         "graft_candidates": [Interval(int, 1, None), NONE],
     }
     algorithm = "grinch"
+    # fitted state, set by _start (declared here: _fit reads them before it sets them)
+    n_points_: int
+    _leaf_ids: NDArray[np.int64]
 
     def __init__(
         self,
@@ -211,7 +214,9 @@ class Grinch:
         buf[n : n + m] = dense
         self._buffer, self._points = buf, buf[: n + m]
 
-    def _nearest_earlier(self, n0: int, neighbors: tuple[NDArray, NDArray] | None) -> NDArray:
+    def _nearest_earlier(
+        self, n0: int, neighbors: tuple[NDArray[np.int64], NDArray[np.float32]] | None
+    ) -> NDArray[np.int64]:
         """Each new point's k most similar earlier points, best first.
 
         One search per inserted point (§3.5.2): its best hit is where the point is
@@ -237,7 +242,9 @@ class Grinch:
         own_idx = np.broadcast_to(np.arange(n0, n0 + b), (b, b))
         return _top_k(np.hstack([old_sim, own]), np.hstack([old_idx, own_idx]), k)[1]
 
-    def _supplied(self, neighbors: tuple[NDArray, NDArray], n0: int, k: int) -> tuple:
+    def _supplied(
+        self, neighbors: tuple[NDArray[np.int64], NDArray[np.float32]], n0: int, k: int
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
         """The k best supplied neighbours among the n0 points of earlier calls.
 
         Returns (sim, idx), each of shape (b, k), as :func:`_search`. A row for which
@@ -257,7 +264,8 @@ class Grinch:
 
     def _point_vec(self, i: int) -> NDArray[np.float64]:
         if not self._sparse:
-            return self._points[i]
+            row: NDArray[np.float64] = self._points[i]
+            return row
         return np.asarray(self._points[[i]].toarray(), np.float64).ravel()
 
     def _similar_leaves(self, vec: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -403,7 +411,12 @@ class Grinch:
                 v = int(from_v[iv]) if iv < from_v.size else lca
         return (lca if v == start else v), False
 
-    def _apply_graft(self, v: int, l: int, paths: tuple[NDArray, NDArray]) -> int:  # noqa: E741
+    def _apply_graft(
+        self,
+        v: int,
+        l: int,  # noqa: E741
+        paths: tuple[NDArray[np.int64], NDArray[np.int64]],
+    ) -> int:
         """Make l the sibling of v (Eq. 3.6); return l's old sibling z.
 
         The graft moves l. Its old sibling z climbs into the place of l's retired parent
@@ -468,7 +481,7 @@ class Grinch:
         self.stats_["restructures"] += 1
 
     # -- outputs ------------------------------------------------------------------------------
-    def _snapshot(self) -> tuple[NDArray, ...]:
+    def _snapshot(self) -> tuple[NDArray[Any], ...]:
         """Parents, counts, liveness, and the heights and scores the last delta stored."""
         t = self._tree
         n = t.n_nodes
@@ -476,7 +489,10 @@ class Grinch:
         return t.parent[:n].copy(), t.count[:n].copy(), t.alive[:n].copy(), heights, scores
 
     def _delta_since(
-        self, before: tuple[NDArray, ...], heights: NDArray, scores: NDArray
+        self,
+        before: tuple[NDArray[Any], ...],
+        heights: NDArray[np.int32],
+        scores: NDArray[np.float64],
     ) -> ClusteringDelta:
         """Diff against the last delta: every node whose stored attributes changed.
 
@@ -512,7 +528,7 @@ class Grinch:
             algorithm=self.mode,
         )
 
-    def _export(self, heights: NDArray, scores: NDArray) -> Hierarchy:
+    def _export(self, heights: NDArray[np.int32], scores: NDArray[np.float64]) -> Hierarchy:
         """The tree renumbered to the `er cluster` contract."""
         t = self._tree
         leaves = self._leaf_ids[: self.n_points_]
@@ -567,7 +583,9 @@ def _dense(a: Any) -> NDArray[np.float64]:
     return np.asarray(a.toarray() if sparse.issparse(a) else a, np.float64)
 
 
-def _search(points: Any, rows: Any, k: int, block: int = 8192) -> tuple[NDArray, NDArray]:
+def _search(
+    points: Any, rows: Any, k: int, block: int = 8192
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """Exact k most similar points to each row, in column blocks.
 
     Parameters
@@ -595,7 +613,9 @@ def _search(points: Any, rows: Any, k: int, block: int = 8192) -> tuple[NDArray,
     return sim, idx
 
 
-def _top_k(sim: NDArray, idx: NDArray, k: int) -> tuple[NDArray, NDArray]:
+def _top_k(
+    sim: NDArray[np.float64], idx: NDArray[np.int64], k: int
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """Each row's k best entries by (highest sim, lowest idx), in that order.
 
     Exact under ties, so the top k of a union is the top k of the parts' top k:

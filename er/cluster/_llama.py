@@ -208,7 +208,9 @@ def _run(W: sparse.csr_array, n_rounds: int | None, p: int, params: dict[str, An
     )
 
 
-def _kept_pairs(W: sparse.csr_array, sizes: NDArray[np.int64], p: int):
+def _kept_pairs(
+    W: sparse.csr_array, sizes: NDArray[np.int64], p: int
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Nearest-neighbour pairs kept by the top-p rule on both sides (Eq. 5.1, 5.3-5.4).
 
     Returns
@@ -231,7 +233,9 @@ def _kept_pairs(W: sparse.csr_array, sizes: NDArray[np.int64], p: int):
     return uniq[keep], vals[keep]
 
 
-def _top_p_mask(pairs: NDArray[np.int64], vals: NDArray[np.float64], p: int, m: int) -> NDArray:
+def _top_p_mask(
+    pairs: NDArray[np.int64], vals: NDArray[np.float64], p: int, m: int
+) -> NDArray[np.bool_]:
     """True for pairs among the p best of both their clusters (Eq. 5.3-5.4).
 
     A cluster's candidates are all kept-NN pairs containing it, on either side;
@@ -259,7 +263,13 @@ def _unions(members: sparse.csr_array, pairs: NDArray[np.int64]) -> sparse.csr_a
     return U
 
 
-def _next_cover(members, node, new_members, new_ids, carried):
+def _next_cover(
+    members: sparse.csr_array,
+    node: NDArray[np.int64],
+    new_members: sparse.csr_array,
+    new_ids: NDArray[np.int64],
+    carried: NDArray[np.int64],
+) -> tuple[sparse.csr_array, NDArray[np.int64]]:
     """The next cover: the new unions, then the clusters no kept pair used."""
     members2 = sparse.csr_array(sparse.vstack([new_members, members[carried]]))
     return members2, np.r_[new_ids, node[carried]]
@@ -275,7 +285,16 @@ def _cover_graph(W0: sparse.csr_array, members: sparse.csr_array) -> sparse.csr_
     return W
 
 
-def _add_root(node, sizes, n, edges, score, level_lo, level_hi, level) -> None:
+def _add_root(
+    node: NDArray[np.int64],
+    sizes: NDArray[np.integer[Any]],
+    n: int,
+    edges: list[tuple[int, int]],
+    score: list[float],
+    level_lo: list[int],
+    level_hi: list[int],
+    level: int,
+) -> None:
     """Join what is left under one root (Def. 5: the DAG contains the whole set).
 
     If the last cover already has a node holding every point, it is the root;

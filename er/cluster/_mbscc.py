@@ -88,7 +88,7 @@ class _KnnLists:
     def add(
         self,
         rows: NDArray[np.float32],
-        neighbors: tuple[NDArray, NDArray] | None = None,
+        neighbors: tuple[NDArray[np.int64], NDArray[np.float32]] | None = None,
         block: int = 1024,
     ) -> NDArray[np.bool_]:
         """Add points; return (n,) True for U(0): new points, their neighbours, and old
@@ -114,7 +114,9 @@ class _KnnLists:
             new_sim[start - n0 : stop - n0, :k] = top_sim
         return self._append(new_idx, new_sim, n0)
 
-    def _search(self, start: int, stop: int, n0: int, k: int) -> tuple[NDArray, NDArray]:
+    def _search(
+        self, start: int, stop: int, n0: int, k: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
         """Exact top k of rows start..stop-1 among all points; old lists take them in.
 
         A float32 product screens the candidates; the exact values (float64 products
@@ -133,7 +135,9 @@ class _KnnLists:
         self._merge_old(S[:, :n0], Q, start, screen_slack(d))
         return screened_top_k(S, Q, X, k, exclude=np.arange(start, stop))
 
-    def _append(self, new_idx: NDArray, new_sim: NDArray, n0: int) -> NDArray[np.bool_]:
+    def _append(
+        self, new_idx: NDArray[np.int64], new_sim: NDArray[np.float32], n0: int
+    ) -> NDArray[np.bool_]:
         """Store the new rows' lists; U(0) as in :meth:`add`."""
         self.idx = np.vstack([self.idx, new_idx])
         self.sim = np.vstack([self.sim, new_sim])
@@ -145,7 +149,7 @@ class _KnnLists:
         return marked
 
     def _take_given(
-        self, idx: NDArray, sim: NDArray, n0: int
+        self, idx: NDArray[np.int64], sim: NDArray[np.float32], n0: int
     ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
         """New rows' top k from the supplied lists; old lists take the reverse edges.
 
@@ -160,7 +164,9 @@ class _KnnLists:
         self._merge_pairs(idx[old], rows, sim[old])
         return new_idx, new_sim
 
-    def _merge_pairs(self, old: NDArray, new: NDArray, s: NDArray) -> None:
+    def _merge_pairs(
+        self, old: NDArray[np.int64], new: NDArray[np.int64], s: NDArray[np.float32]
+    ) -> None:
         """Let new point new[e] into old point old[e]'s list at similarity s[e].
 
         Parameters
@@ -252,6 +258,8 @@ class MBSCC:
         "marking": [Options(("paper", "exact"))],
     }
     algorithm = "mbscc"
+    # only on an instance unpickled from before the member lists (see _upgrade_keys)
+    _ids: dict[bytes, int]
 
     def __init__(
         self,
@@ -277,7 +285,9 @@ class MBSCC:
         return self._fit(X, partial=False)
 
     def partial_fit(
-        self, X: NDArray[np.floating], neighbors: tuple[NDArray, NDArray] | None = None
+        self,
+        X: NDArray[np.floating],
+        neighbors: tuple[NDArray[Any], NDArray[Any]] | None = None,
     ) -> MBSCC:
         """Add the rows of X as the next mini-batch.
 
@@ -299,7 +309,7 @@ class MBSCC:
         self,
         X: NDArray[np.floating],
         partial: bool,
-        neighbors: tuple[NDArray, NDArray] | None = None,
+        neighbors: tuple[NDArray[Any], NDArray[Any]] | None = None,
     ) -> MBSCC:
         validate_params(self)
         rows = normalize_rows(np.asarray(X))
@@ -469,7 +479,11 @@ class _Members:
     """
 
     def __init__(
-        self, ids: NDArray, indptr: NDArray, indices: NDArray, hashes: NDArray | None = None
+        self,
+        ids: NDArray[np.int64],
+        indptr: NDArray[np.int64],
+        indices: NDArray[np.int64],
+        hashes: NDArray[np.uint64] | None = None,
     ) -> None:
         self.ids, self.indptr, self.indices = ids, indptr, indices
         self.size = np.diff(indptr)
@@ -549,7 +563,7 @@ def _set_hashes(indices: NDArray[np.int64], indptr: NDArray[np.int64]) -> NDArra
 
 
 def _level_overlaps(
-    a: _Members, a_rows: NDArray, b: _Members, b_rows: NDArray, n_points: int
+    a: _Members, a_rows: NDArray[np.int64], b: _Members, b_rows: NDArray[np.int64], n_points: int
 ) -> NDArray[np.int64]:
     """|a[a_rows[i]] & b[b_rows[i]]| per pair i, shape (pairs,), for disjoint a-sets.
 
@@ -574,7 +588,9 @@ def _find_sorted(keys: NDArray[np.int64], at: NDArray[np.int64]) -> NDArray[np.i
     return np.where(keys[pos] == at, pos, -1)
 
 
-def _lookup(keys: NDArray[np.int64], values: NDArray[np.int64], at: NDArray[np.int64]) -> NDArray:
+def _lookup(
+    keys: NDArray[np.int64], values: NDArray[np.int64], at: NDArray[np.int64]
+) -> NDArray[np.int64]:
     """values[i] where keys[i] == at (keys sorted), else -1; shape of ``at``."""
     pos = _find_sorted(keys, at)
     return pos if keys.size == 0 else np.where(pos >= 0, values[np.maximum(pos, 0)], -1)
@@ -587,11 +603,19 @@ class _Round:
     unmarked cluster holds the same points as in the last batch.
     """
 
-    def __init__(self, key: NDArray, target: NDArray, best: NDArray, out: NDArray) -> None:
+    def __init__(
+        self,
+        key: NDArray[np.int64],
+        target: NDArray[np.int64],
+        best: NDArray[np.float64],
+        out: NDArray[np.int64],
+    ) -> None:
         self.key, self.target, self.best = key, target, best  # per input cluster
         self.out = out  # (n,) smallest point of each point's output cluster
 
-    def lookup(self, keys: NDArray[np.int64]) -> tuple[NDArray[np.bool_], NDArray, NDArray]:
+    def lookup(
+        self, keys: NDArray[np.int64]
+    ) -> tuple[NDArray[np.bool_], NDArray[np.int64], NDArray[np.float64]]:
         """(found, target, best) of the clusters named by ``keys``; shape of ``keys``.
 
         A point-indexed map instead of a sorted search: O(n) plain array work per
@@ -613,7 +637,10 @@ def _smallest_point(point_cluster: NDArray[np.int64], m: int) -> NDArray[np.int6
 
 
 def _run_marked(
-    agg: Agglomerator, taus: NDArray, marked: NDArray[np.bool_], previous: list[_Round] | None
+    agg: Agglomerator,
+    taus: NDArray[np.float64],
+    marked: NDArray[np.bool_],
+    previous: list[_Round] | None,
 ) -> list[_Round]:
     """SCC rounds where only clusters holding a marked point decide afresh (Alg. 10)."""
     rounds: list[_Round] = []
@@ -625,7 +652,13 @@ def _run_marked(
     for r, tau in enumerate(taus):
         old = previous[r] if previous is not None and r < len(previous) else None
         given = None if old is None or fresh.all() else _reused(old, key, fresh, pc)
-        agg.merge(lambda nn, best, tau=tau: best >= tau, given)
+
+        def at_least(
+            nn: NDArray[np.int64], best: NDArray[np.float64], tau: float = tau
+        ) -> NDArray[np.bool_]:
+            return best >= tau
+
+        agg.merge(at_least, given)
         nn, best = agg.last_decisions
         target = np.where(nn >= 0, key[np.maximum(nn, 0)], -1)
         pc = agg.point_cluster
@@ -637,7 +670,7 @@ def _run_marked(
 
 
 def _reused(
-    old: _Round, key: NDArray, fresh: NDArray, pc: NDArray
+    old: _Round, key: NDArray[np.int64], fresh: NDArray[np.bool_], pc: NDArray[np.int64]
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
     """Decisions unmarked clusters take from the last batch: (rows, nn, best).
 
@@ -669,7 +702,9 @@ def _reused(
     return idx[keep], to[keep], value[ok][keep]
 
 
-def _next_marks(marked: NDArray, out_pc: NDArray, old: _Round | None, n: int, m: int) -> NDArray:
+def _next_marks(
+    marked: NDArray[np.bool_], out_pc: NDArray[np.int64], old: _Round | None, n: int, m: int
+) -> NDArray[np.bool_]:
     """U(i+1) as a mask of the round's output clusters, shape (m,): new parents,
     previous parents' members and their nearest neighbours (Eq. 4.10)."""
     parents = np.zeros(m, bool)
@@ -693,7 +728,12 @@ class _Snapshot:
     """
 
     def __init__(
-        self, ids: NDArray, attrs: NDArray, score: NDArray, leaf: NDArray, edges: NDArray
+        self,
+        ids: NDArray[np.int64],
+        attrs: NDArray[np.int64],
+        score: NDArray[np.float64],
+        leaf: NDArray[np.bool_],
+        edges: NDArray[np.int64],
     ) -> None:
         self.ids, self.attrs, self.score, self.leaf = ids, attrs, score, leaf
         self.edges = edges  # (e, 2) (child, parent), sorted by child then parent
@@ -750,7 +790,7 @@ def _edge_difference(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.i
 _EDGE_ROW = np.dtype([("child", np.int64), ("parent", np.int64)])
 
 
-def _edge_keys(edges: NDArray[np.int64], base: int) -> NDArray:
+def _edge_keys(edges: NDArray[np.int64], base: int) -> NDArray[Any]:
     """One sortable key per ``(child, parent)`` row (ids below ``base``), ordered as
     the rows are by child, then parent.
 

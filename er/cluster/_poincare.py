@@ -34,7 +34,8 @@ _TINY = 1e-12  # keeps sqrt(g^2 - 1) and ||z|| away from 0 where the gradient is
 
 
 def _sq(A: NDArray[np.float64]) -> NDArray[np.float64]:
-    return np.einsum("ij,ij->i", A, A)
+    sq: NDArray[np.float64] = np.einsum("ij,ij->i", A, A)
+    return sq
 
 
 def poincare_distance(
@@ -114,7 +115,9 @@ def cp_dissimilarity(
     return dcp, h * cz + dist * active * cn[None, :], h * cx
 
 
-def _child_grad(C: NDArray[np.float64], P: NDArray[np.float64], gamma: float) -> tuple:
+def _child_grad(
+    C: NDArray[np.float64], P: NDArray[np.float64], gamma: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64], tuple[NDArray[np.float64], ...]]:
     """Row-wise d_cp(c_r, p_r) (Eq. 16) and its gradient in the child rows C.
 
     Returns
@@ -208,7 +211,8 @@ class TripletBatch:
 def _softmax(logits: NDArray[np.float64]) -> NDArray[np.float64]:
     top = logits.max(axis=1, keepdims=True)
     e = np.exp(logits - top)
-    return e / e.sum(axis=1, keepdims=True)
+    p: NDArray[np.float64] = e / e.sum(axis=1, keepdims=True)
+    return p
 
 
 def _outer(a: NDArray[np.float64], loss: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,6 +22,9 @@ from scipy import sparse
 from scipy.sparse import csgraph
 
 from er.cluster._graph import row_entries
+
+if TYPE_CHECKING:
+    from er.cluster._hierarchy import Hierarchy
 
 __all__ = ["Agglomerator", "best_neighbors"]
 
@@ -49,7 +53,8 @@ def _matmat_kernel() -> Callable[..., None] | None:
                 return None  # pragma: no cover - a kernel that changed
     except Exception:  # pragma: no cover - a changed signature
         return None
-    return csr_matmat
+    kernel: Callable[..., None] = csr_matmat
+    return kernel
 
 
 _csr_matmat = _matmat_kernel()
@@ -137,9 +142,11 @@ class Agglomerator:
         if self.linkage == "average":
             # sizes as floats: the same products (integers below 2^53), no conversion pass
             size = self.size.astype(np.float64)
-            return W.data / (np.repeat(size, counts) * size[W.indices])
+            average: NDArray[np.float64] = W.data / (np.repeat(size, counts) * size[W.indices])
+            return average
         if self.linkage == "single":
-            return W.data.copy()
+            single: NDArray[np.float64] = W.data.copy()
+            return single
         src = np.repeat(np.arange(W.shape[0]), counts)
         return self._values_at(np.arange(W.data.shape[0]), src)
 
@@ -149,11 +156,15 @@ class Agglomerator:
         cols = W.indices[pos]
         if self.linkage == "average":
             # Sparse average linkage: edge sums over |A||B|, absent pairs count 0 (§4.1.1).
-            return W.data[pos] / (self.size[src] * self.size[cols])
+            average: NDArray[np.float64] = W.data[pos] / (self.size[src] * self.size[cols])
+            return average
         if self.linkage == "single":
-            return W.data[pos]
+            single: NDArray[np.float64] = W.data[pos]
+            return single
         S = self.sums
         norms = self._norms
+        # centroid linkage: both callers (SCC, MBSCC) pass the vectors
+        assert S is not None and norms is not None
         dots = np.empty(src.shape[0])
         # Edges in chunks of about 4M floats: gathering every edge's two rows at once
         # held E x d x 2 floats (4 GB for 25k edges of 10,000-d sparse input densified).
@@ -161,7 +172,8 @@ class Agglomerator:
         for s in range(0, src.shape[0], step):
             r, c = src[s : s + step], cols[s : s + step]
             dots[s : s + step] = np.einsum("ij,ij->i", S[r], S[c])
-        return dots / np.maximum(norms[src] * norms[cols], 1e-300)
+        centroid: NDArray[np.float64] = dots / np.maximum(norms[src] * norms[cols], 1e-300)
+        return centroid
 
     def nearest(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """Best neighbour (index into current clusters) and its linkage, per cluster.
@@ -191,6 +203,7 @@ class Agglomerator:
         (linkages are symmetric): it takes the best of those and its old answer,
         ties to the lower column.
         """
+        assert self._nearest is not None  # nearest() calls this only with kept answers
         nn, best = self._nearest
         m = self.n_clusters
         is_merged = np.zeros(m, bool)
@@ -211,7 +224,15 @@ class Agglomerator:
         better = (v > best[x]) | ((v == best[x]) & ((to < nn[x]) | (nn[x] < 0)))
         nn[x[better]], best[x[better]] = to[better], v[better]
 
-    def _best_of_rows(self, rows: NDArray[np.int64]) -> tuple[NDArray, ...]:
+    def _best_of_rows(
+        self, rows: NDArray[np.int64]
+    ) -> tuple[
+        NDArray[np.int64],
+        NDArray[np.float64],
+        NDArray[np.int64],
+        NDArray[np.integer[Any]],
+        NDArray[np.float64],
+    ]:
         """Best neighbour of the clusters ``rows`` (shape (r,)) alone.
 
         Returns
@@ -342,6 +363,7 @@ class Agglomerator:
         ``lab`` maps old cluster -> new cluster, shape (m,); ``merged`` lists the new
         clusters of two or more old ones.
         """
+        assert self.sums is not None and self._norms is not None  # _contract checks
         first = np.full(n_comp, lab.shape[0], np.int64)
         np.minimum.at(first, lab, np.arange(lab.shape[0]))
         sums, norms = self.sums[first], self._norms[first]
@@ -374,7 +396,7 @@ class Agglomerator:
         self._nearest = (nn, best[old_row].copy())
         self._merged = merged
 
-    def finish(self, algorithm: str, params: dict[str, object], n_points: int):
+    def finish(self, algorithm: str, params: dict[str, object], n_points: int) -> Hierarchy:
         """The hierarchy built so far, joined under one root if several remain."""
         from er.cluster._hierarchy import Hierarchy
 
@@ -479,7 +501,12 @@ def _contract_positive(
 
 
 def _product_bounded(
-    gather_ptr: NDArray, members: NDArray, ptr: NDArray, cols: NDArray, data: NDArray, n_comp: int
+    gather_ptr: NDArray[np.integer[Any]],
+    members: NDArray[np.integer[Any]],
+    ptr: NDArray[np.integer[Any]],
+    cols: NDArray[np.integer[Any]],
+    data: NDArray[np.float64],
+    n_comp: int,
 ) -> sparse.csr_array:
     """The indicator product of :func:`_contract_positive` in scipy's own kernel.
 
@@ -504,6 +531,7 @@ def _product_bounded(
     -------
     csr_array of float64, shape (n_comp, n_comp)
     """
+    assert _csr_matmat is not None  # _contract_positive checks
     dtype = ptr.dtype
     out_ptr = np.empty(n_comp + 1, dtype)
     out_cols = np.empty(cols.shape[0], dtype)

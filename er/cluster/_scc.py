@@ -37,7 +37,8 @@ def thresholds(hi: float, lo: float, n: int, schedule: str) -> NDArray[np.float6
     if schedule == "linear" or hi <= 0:
         return np.linspace(hi, lo, n)
     floor = lo if lo > hi * 1e-3 else hi * 1e-3
-    return np.r_[np.geomspace(hi, floor, n - 1), lo]
+    taus: NDArray[np.float64] = np.r_[np.geomspace(hi, floor, n - 1), lo]
+    return taus
 
 
 class _GraphClusterer:
@@ -45,6 +46,9 @@ class _GraphClusterer:
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
     algorithm = ""
+    # set by every subclass's __init__
+    linkage: str
+    k: int
 
     def fit(self, X: NDArray[np.floating] | None = None, *, graph: Any = None) -> _GraphClusterer:
         """Build the hierarchy.
@@ -66,7 +70,7 @@ class _GraphClusterer:
         self.delta_ = self.hierarchy_.to_delta()
         return self
 
-    def _inputs(self, X: Any, graph: Any) -> tuple[sparse.csr_array, NDArray | None]:
+    def _inputs(self, X: Any, graph: Any) -> tuple[sparse.csr_array, NDArray[np.float32] | None]:
         if X is None and graph is None:
             raise ConfigError(f"{type(self).__name__}.fit needs X or graph=.")
         V = None if X is None else normalize_rows(np.asarray(X))
@@ -75,11 +79,11 @@ class _GraphClusterer:
                 f"{type(self).__name__}: centroid linkage (SCC's default) needs the vectors X; "
                 "pass linkage='average' to cluster a graph alone."
             )
-        W = (
-            as_graph(graph, None if V is None else V.shape[0])
-            if graph is not None
-            else knn_graph(V, self.k, normalized=True)
-        )
+        if graph is not None:
+            W = as_graph(graph, None if V is None else V.shape[0])
+        else:
+            assert V is not None  # X or graph, checked above
+            W = knn_graph(V, self.k, normalized=True)
         if V is not None and W.shape[0] != V.shape[0]:
             raise ConfigError(f"graph has {W.shape[0]} nodes but X has {V.shape[0]} rows.")
         return W, V
@@ -183,7 +187,12 @@ class SCC(_GraphClusterer):
         self.thresholds_ = thresholds(hi, lo, self.n_levels, self.schedule)
         for tau in self.thresholds_:
             # `>=` so that a threshold equal to a linkage merges (DESIGN, Determinism)
-            agg.merge(lambda nn, best, tau=tau: best >= tau)
+            def at_least(
+                nn: NDArray[np.int64], best: NDArray[np.float64], tau: float = tau
+            ) -> NDArray[np.bool_]:
+                return best >= tau
+
+            agg.merge(at_least)
         return agg.finish(self.algorithm, get_params(self), n)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from er.cluster._hierarchy import Hierarchy
 from er.exceptions import ConfigError
@@ -45,7 +45,7 @@ ENERGIES = ("average", "dasgupta")
 MAX_POINTS = 20  # 3^20 splits: minutes; the product uses <= 16
 
 
-def _check_similarity(S: Any) -> NDArray[np.float64]:
+def _check_similarity(S: ArrayLike) -> NDArray[np.float64]:
     S = np.asarray(S, dtype=np.float64)
     if S.ndim != 2 or S.shape[0] != S.shape[1] or S.shape[0] < 1:
         raise ConfigError(f"The similarity matrix must be square (n, n). Got {S.shape}.")
@@ -102,10 +102,11 @@ def similarity_energy(S: Any, energy: str = "average", beta: float = 1.0) -> Log
     within, size = _subset_sums(_check_similarity(S))
 
     def log_energy(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.float64]:
-        cross = within[a | b] - within[a] - within[b]
+        cross: NDArray[np.float64] = within[a | b] - within[a] - within[b]
         if energy == "average":
             return beta * cross / (size[a] * size[b])
-        return -beta * size[a | b] * cross
+        dasgupta: NDArray[np.float64] = -beta * size[a | b] * cross
+        return dasgupta
 
     return log_energy
 
@@ -119,7 +120,8 @@ def average_linkage(S: Any) -> LogEnergy:
     within, size = _subset_sums(_check_similarity(S))
 
     def linkage(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.float64]:
-        return (within[a | b] - within[a] - within[b]) / (size[a] * size[b])
+        cross: NDArray[np.float64] = within[a | b] - within[a] - within[b]
+        return cross / (size[a] * size[b])
 
     return linkage
 
@@ -306,7 +308,8 @@ class Trellis:
             return np.zeros((ga.shape[0], ga.shape[0]))
         ea = np.exp(ga[:, ok] - sa[ok])
         eb = np.exp(gb[:, ok] - sb[ok])
-        return (ea * np.exp(w[ok] + sa[ok] + sb[ok])) @ eb.T
+        cross: NDArray[np.float64] = (ea * np.exp(w[ok] + sa[ok] + sb[ok])) @ eb.T
+        return cross
 
     def sample(self, rng: np.random.Generator) -> list[int]:
         """One hierarchy drawn with probability E(H) / Z (Alg. 2); its cluster masks."""

@@ -70,7 +70,7 @@ def _sizes(labels: NDArray[np.int64]) -> dict[str, int]:
 
 def _worst(group: NDArray[np.int64], other: NDArray[np.int64], top: int) -> list[dict[str, Any]]:
     """Groups of ``group`` that ``other`` splits into the most parts, largest first."""
-    out = []
+    out: list[dict[str, Any]] = []
     for g in np.unique(group):
         members = np.flatnonzero(group == g)
         parts = np.unique(other[members])

@@ -13,7 +13,7 @@ import math
 import unicodedata
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -144,14 +144,15 @@ def _hash_tokens(
     """Column and sign of each token, from CRC-32 of ``salt \\x1f token``."""
     prefix = salt.encode() + b"\x1f"
     h = np.array([zlib.crc32(prefix + t.encode()) for t in tokens], dtype=np.uint64)
-    h = (h * _GOLDEN) & 0xFFFFFFFF
+    # uint64 times a Python int stays uint64 at run time (the stubs say signed)
+    h = cast("NDArray[np.uint64]", (h * _GOLDEN) & 0xFFFFFFFF)
     cols = (h % dim).astype(np.int64)
     signs = np.where(h >> 31, 1.0, -1.0)
     return cols, signs
 
 
 def _unit(X: NDArray[np.float64]) -> NDArray[np.float32]:
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    norms: NDArray[np.float64] = np.linalg.norm(X, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return (X / norms).astype(np.float32)
 

@@ -27,7 +27,8 @@ MAX_RECORD_BYTES = 64 * 1024
 @cache
 def _base_schema() -> dict[str, Any]:
     text = resources.files("er._schema").joinpath("records/record.schema.json").read_text("utf-8")
-    return json.loads(text)  # type: ignore[no-any-return]
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 def record_schema(config: FeaturizerConfig, id_field: str) -> dict[str, Any]:

@@ -71,7 +71,8 @@ def _text_or_none(value: Any) -> str | None:
 
 def _edge_rows(edges: NDArray[np.int64]) -> list[list[int]]:
     """Rows ``[child, parent]``."""
-    return np.asarray(edges, np.int64).reshape(-1, 2).tolist()  # type: ignore[no-any-return]
+    rows: list[list[int]] = np.asarray(edges, np.int64).reshape(-1, 2).tolist()
+    return rows
 
 
 def _pair_rows(pairs: Sequence[tuple[Any, Any]]) -> list[list[int]]:
@@ -333,6 +334,7 @@ class GraphStore(ABC):
         if score is not None:
             name, params["threshold"] = "entity_at_score", float(score)
         else:
+            # exactly one of score and level is given (checked above): level is an int
             name, params["level"] = "entity_at_level", int(level)  # type: ignore[arg-type]
         with self._operation("entity_of"):
             rows = self._read(cy.canned_query(name), params)

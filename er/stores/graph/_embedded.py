@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar, cast
 
 import redis
 
@@ -53,6 +53,8 @@ _BOLT_PORTS = range(20000, 32768)
 
 # Rewrite the append-only file on a clean stop when its tail of queries exceeds this.
 _COMPACT_ABOVE = 256 * 1024
+
+_T = TypeVar("_T")
 
 
 def _free_ports(bolt: bool) -> tuple[int, int | None]:
@@ -86,7 +88,7 @@ class _Keeper:
         self._pid = -1
         self._guard = threading.Lock()
 
-    def run(self, job: Callable[[], object]) -> object:
+    def run(self, job: Callable[[], _T]) -> _T:
         """Run ``job`` on the keeper thread (started on first use, and again after fork)."""
         with self._guard:
             if self._pid != os.getpid():  # threads do not survive fork
@@ -99,7 +101,7 @@ class _Keeper:
         result = reply.get()
         if isinstance(result, BaseException):
             raise result
-        return result
+        return cast(_T, result)  # what job returned
 
     def _loop(self) -> None:
         while True:
@@ -400,22 +402,25 @@ class EmbeddedFalkorDB:
         for _attempt in range(3):  # another process may grab a port we picked
             self.port, self.bolt_port = _free_ports(self.bolt)
             command = self._command()
-            self._proc = _KEEPER.run(  # type: ignore[assignment]
-                lambda command=command: subprocess.Popen(
+
+            def popen(command: list[str] = command) -> subprocess.Popen[bytes]:
+                return subprocess.Popen(
                     command,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     preexec_fn=_die_with_parent,
                 )
-            )
-            if self._wait_ready(self._proc):
+
+            self._proc = proc = _KEEPER.run(popen)
+            if self._wait_ready(proc):
                 self._write_owner()
                 logger.info("embedded FalkorDB on 127.0.0.1:%d (pid %d)", self.port, self.pid)
                 return
         raise StoreError(f"embedded FalkorDB did not start; see {self.dir / 'server.log'}")
 
     def _wait_ready(self, proc: subprocess.Popen[bytes]) -> bool:
+        assert self.port is not None  # _spawn picked it
         client = redis.Redis(
             host="127.0.0.1", port=self.port, password=self.password, socket_timeout=10
         )

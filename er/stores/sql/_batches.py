@@ -70,7 +70,7 @@ def stored_payloads(
     out: dict[str, Any] = {}
     for start in range(0, len(external_ids), chunk):
         part = list(external_ids[start : start + chunk])
-        rows = session.execute(
+        rows: Iterable[tuple[str, Any]] = session.execute(
             select(Mention.external_id, Mention.payload).where(
                 Mention.collection_id == collection_id, Mention.external_id.in_(part)
             )
@@ -109,7 +109,7 @@ def pending_batches(session: Session, collection_id: int) -> list[Batch]:
 
 def batch_mentions(session: Session, collection_id: int, seq: int) -> list[tuple[str, Any]]:
     """``(external_id, payload)`` of the mentions a batch brought, in arrival order."""
-    rows = session.execute(
+    rows: Iterable[tuple[str, Any]] = session.execute(
         select(Mention.external_id, Mention.payload)
         .where(Mention.collection_id == collection_id, Mention.batch_seq == seq)
         .order_by(Mention.id)

@@ -5,6 +5,7 @@ Callers open the session and its transaction (see ``_mentions``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import func, select
@@ -30,7 +31,8 @@ def last_done_seq(session: Session, collection_id: int) -> int | None:
 
 def mentions_by_node(session: Session, collection_id: int) -> dict[int, dict[str, Any]]:
     """Leaf node id -> {external_id, gold_entity, payload} of every clustered mention."""
-    rows = session.execute(
+    # (node_id, external_id, gold_entity, payload); node_id is never NULL here
+    rows: Iterable[tuple[int, str, str | None, Any]] = session.execute(
         select(Mention.node_id, Mention.external_id, Mention.gold_entity, Mention.payload).where(
             Mention.collection_id == collection_id, Mention.node_id.is_not(None)
         )

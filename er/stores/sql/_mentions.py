@@ -126,6 +126,7 @@ def _copy_upsert(
     seven times faster than multi-row INSERTs (bench/RESULTS.md).
     """
     raw = session.connection().connection.driver_connection
+    assert raw is not None  # the live connection of the caller's transaction
     with raw.cursor() as cur:
         cur.execute(_STAGE_DDL)
         cur.execute("TRUNCATE er_mention_stage")

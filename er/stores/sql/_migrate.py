@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -25,8 +26,8 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
-def _sqlite_pragmas(dbapi_conn: object, _record: object) -> None:
-    cur = dbapi_conn.cursor()  # type: ignore[attr-defined]
+def _sqlite_pragmas(dbapi_conn: Any, _record: object) -> None:
+    cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA journal_mode=WAL")
     cur.close()
