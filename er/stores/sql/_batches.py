@@ -173,7 +173,7 @@ def recent_batches(
         .order_by(Batch.seq.desc())
         .limit(limit)
     ).all()
-    return [(int(n), dict(t or {}), f) for n, t, f in reversed(rows)]
+    return [(int(r.n_accepted), dict(r.timings or {}), r.finished_at) for r in reversed(rows)]
 
 
 @contextmanager
