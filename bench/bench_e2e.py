@@ -21,7 +21,9 @@ batches before it, and the processing time is the per-batch figure.
 
 ``--dim`` and ``--ngrams`` run another featurizer (the inferred one with that
 dimension and those n-gram sizes), passed to ``er ingest --config``, to measure a
-featurizer choice end to end.
+featurizer choice end to end. ``--peer PATH`` runs the worker and ingest on the er
+of another checkout (``git worktree add``), measured by this script, for a peer in the
+same session.
 """
 
 from __future__ import annotations
@@ -233,6 +235,13 @@ def main() -> None:
     ap.add_argument(
         "--ngrams", type=int, nargs="+", default=None, help="n-gram sizes (default: er's)"
     )
+    ap.add_argument(
+        "--peer",
+        type=Path,
+        default=None,
+        help="checkout of another commit: its er runs the worker and ingest (the peer), "
+        "this bench measures",
+    )
     args = ap.parse_args()
     records = synthetic_people(args.n, seed=args.seed)
     config = _featurizer_option(records[: args.batch], args.dim, args.ngrams)
@@ -247,6 +256,8 @@ def main() -> None:
         path = Path(tmp) / "people.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in records))
         base = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
+        if args.peer is not None:
+            base["PYTHONPATH"] = str(args.peer.resolve())
         env = {
             **base,
             "ER_DATABASE_URL": url,
