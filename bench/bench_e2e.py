@@ -256,8 +256,8 @@ def main() -> None:
         path = Path(tmp) / "people.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in records))
         base = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
-        if args.peer is not None:
-            base["PYTHONPATH"] = str(args.peer.resolve())
+        if args.peer is not None:  # safe path: `python -m` must not put the cwd's er first
+            base.update(PYTHONPATH=str(args.peer.resolve()), PYTHONSAFEPATH="1")
         env = {
             **base,
             "ER_DATABASE_URL": url,
