@@ -628,11 +628,13 @@ def _recent_line(collection: str, recent: dict[str, Any]) -> str:
     # a graph write that overlapped the next batch cost the writer only its wait
     overlapped = "graph_wait_s" in recent["stages_s"]
     stages = {k: v for k, v in recent["stages_s"].items() if k != "graph_s" or not overlapped}
-    top = max(stages, key=stages.__getitem__)
     rate_text = "" if rate is None else f"{rate:,.0f} mentions/s, "
+    line = f"{collection}, last {recent['batches']} done batches: {rate_text}"
+    if not stages:  # batches stored without timings (before er recorded them)
+        return line + "no stage timings stored"
+    top = max(stages, key=stages.__getitem__)
     return (
-        f"{collection}, last {recent['batches']} done batches: {rate_text}"
-        f"{per_batch:.2f} s of writer time per batch, most in {top.removesuffix('_s')} "
+        f"{line}{per_batch:.2f} s of writer time per batch, most in {top.removesuffix('_s')} "
         f"({stages[top]:.2f} s); --json has every stage"
     )
 

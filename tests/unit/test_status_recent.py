@@ -63,3 +63,12 @@ def test_one_batch_or_none_has_no_rate_and_says_so() -> None:
     assert "mentions/s" not in _recent_line("people", one)
     same_time = recent_work([(10, PIPELINED, _at(0)), (10, PIPELINED, _at(0))])
     assert same_time["mentions_per_s"] is None
+
+
+def test_batches_without_timings_say_so_instead_of_failing() -> None:
+    got = recent_work([(10, {}, _at(0)), (10, {}, _at(5))])
+    assert got["stages_s"] == {} and got["writer_s_per_batch"] == 0.0
+    assert (
+        _recent_line("old", got)
+        == "old, last 2 done batches: 2 mentions/s, no stage timings stored"
+    )
