@@ -96,7 +96,6 @@ def _summary(batches: list[dict[str, Any]], at: int, width: int) -> dict[str, An
     near = [batches[i] for i in np.argsort(np.abs(ends - at), kind="stable")[:width]]
     work = [writer_seconds(b["timings"]) for b in near]
     lat = [b["latency_s"] for b in near]
-    stages = sorted({k for b in near for k in b["timings"]})
     return {
         "resolved": at,
         "batches": len(near),
@@ -104,9 +103,7 @@ def _summary(batches: list[dict[str, Any]], at: int, width: int) -> dict[str, An
         "work_p95_s": round(float(np.percentile(work, 95)), 3),
         "latency_p50_s": round(float(np.percentile(lat, 50)), 3),
         "latency_p95_s": round(float(np.percentile(lat, 95)), 3),
-        "stages_s": {
-            k: round(float(np.mean([b["timings"].get(k, 0) for b in near])), 4) for k in stages
-        },
+        "stages_s": recent_work([(0, b["timings"], None) for b in near])["stages_s"],
     }
 
 
@@ -115,13 +112,14 @@ def _run_means(batches: list[dict[str, Any]], batch: int) -> dict[str, Any]:
     writer's work without the wait for the graph write. ``ceiling_mentions_per_s``: what
     the one writer could sustain if the graph database cost it nothing."""
     means = recent_work([(batch, b["timings"], None) for b in batches])
-    waits = [b["timings"].get("graph_wait_s", 0.0) for b in batches]
-    own = means["writer_s_per_batch"] - np.mean(waits)
+    if not means["timed_batches"]:  # a peer that stores no timings
+        return {"stages_mean_s": {}, "work_mean_s": None}
+    own = means["writer_s_per_batch"] - means["stages_s"].get("graph_wait_s", 0.0)
     return {
         "stages_mean_s": means["stages_s"],
         "work_mean_s": means["writer_s_per_batch"],
         "own_work_mean_s": round(float(own), 4),
-        "ceiling_mentions_per_s": round(batch / float(own), 1),
+        "ceiling_mentions_per_s": round(batch / float(own), 1) if own > 0 else None,
     }
 
 

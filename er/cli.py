@@ -623,20 +623,37 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _recent_line(collection: str, recent: dict[str, Any]) -> str:
-    """One line on a collection's last done batches: rate, writer seconds, top stage."""
-    rate, per_batch = recent["mentions_per_s"], recent["writer_s_per_batch"]
-    # a graph write that overlapped the next batch cost the writer only its wait
-    overlapped = "graph_wait_s" in recent["stages_s"]
-    stages = {k: v for k, v in recent["stages_s"].items() if k != "graph_s" or not overlapped}
-    rate_text = "" if rate is None else f"{rate:,.0f} mentions/s, "
-    line = f"{collection}, last {recent['batches']} done batches: {rate_text}"
+    """One line on a collection's last done batches: finishing rate, writer seconds per
+    batch and the stage that took most of them (:func:`er.pipeline.recent_work`)."""
+    n = recent["batches"]
+    line = f"{collection}, last {n} done batch{'es' if n != 1 else ''}: "
+    if recent["mentions_per_s"] is not None:
+        line += f"finished {_rate(recent['mentions_per_s'])} over {_span(recent['span_s'])}, "
+    stages, timed = recent["writer_stages_s"], recent["timed_batches"]
     if not stages:  # batches stored without timings (before er recorded them)
         return line + "no stage timings stored"
     top = max(stages, key=stages.__getitem__)
+    some = "" if timed == n else f" (of the {timed} with timings)"
     return (
-        f"{line}{per_batch:.2f} s of writer time per batch, most in {top.removesuffix('_s')} "
-        f"({stages[top]:.2f} s); --json has every stage"
+        f"{line}{recent['writer_s_per_batch']:.2f} s of writer time per batch{some}, "
+        f"most in {top.removesuffix('_s')} ({stages[top]:.2f} s); --json has every stage"
     )
+
+
+def _rate(per_second: float) -> str:
+    """A finishing rate in the unit that keeps it readable: 375 mentions/s, 4.2 /min."""
+    value, unit = per_second, "s"
+    if value < 1:
+        value, unit = value * 60, "min"
+    if value < 1:
+        value, unit = value * 60, "h"
+    return f"{value:,.0f} mentions/{unit}" if value >= 100 else f"{value:.3g} mentions/{unit}"
+
+
+def _span(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    return f"{seconds / 60:.3g} min" if seconds < 7200 else f"{seconds / 3600:.3g} h"
 
 
 def cmd_export(args: argparse.Namespace) -> int:

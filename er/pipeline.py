@@ -153,6 +153,7 @@ def fit_and_store(
     graph.apply_delta(collection, estimator.delta_, batch_seq, external_ids=by_node)
     timings["graph_s"] = time.perf_counter() - started
     batch.status, batch.timings = "done", timings
+    batch.finished_at = dt.datetime.now(dt.UTC)
     logger.info("batch %d of %s: %s", batch_seq, collection, timings)
     hierarchy: Hierarchy = estimator.hierarchy_
     return hierarchy
@@ -795,7 +796,8 @@ class _Lane:
         """The batch's rows and its graph write (None if already checkpointed), or the
         error, which :meth:`take` handles once the previous batch is settled."""
         try:
-            rows, fresh = job.begin(self.state)
+            with _timed(timings, "sql_s"):  # reading the batch's mentions
+                rows, fresh = job.begin(self.state)
             if not fresh:
                 return rows, None
             found = job.search(self.state, rows, timings)
@@ -944,7 +946,8 @@ class _BatchJob:
             nodes = _point_nodes(state.core, stop)[first:stop].tolist()
         exts = [ext for ext, _ in rows]
         with Session(self.engine) as session, session.begin():
-            with _timed(timings, "sql_s"):  # before finish_batch stores the timings
+            # before finish_batch stores the timings: the UPDATE and commit are not in it
+            with _timed(timings, "sql_s"):
                 set_mention_nodes(session, self.coll_id, dict(zip(exts, nodes, strict=True)))
             finish_batch(session, self.batch_id, "done", timings, None)
         logger.info("batch %d of %s: %d points, %s", self.seq, self.collection, len(nodes), timings)
@@ -1352,15 +1355,20 @@ def collection_status(session: Session, collection: str) -> dict[str, Any]:
 RECENT_BATCHES = 20  # done batches `er status` sums its throughput and stages over
 
 
-def writer_seconds(timings: Mapping[str, float]) -> float:
-    """A batch's seconds on the writer: its stages, less the graph write when that ran
+def writer_stages(timings: Mapping[str, float]) -> dict[str, float]:
+    """A batch's stages as they held the writer: without the graph write when that ran
     beside the next batch (``graph_wait_s`` present: only the wait held the writer)."""
-    spent = float(sum(timings.values()))
-    return spent - float(timings.get("graph_s", 0.0)) if "graph_wait_s" in timings else spent
+    overlapped = "graph_wait_s" in timings
+    return {k: float(v) for k, v in timings.items() if k != "graph_s" or not overlapped}
+
+
+def writer_seconds(timings: Mapping[str, float]) -> float:
+    """A batch's seconds on the writer: the sum of :func:`writer_stages`."""
+    return sum(writer_stages(timings).values())
 
 
 def recent_work(batches: Sequence[tuple[int, Mapping[str, float], Any]]) -> dict[str, Any]:
-    """Throughput and time per stage over done batches, oldest first.
+    """Finishing rate and time per stage over done batches, oldest first.
 
     Parameters
     ----------
@@ -1370,29 +1378,39 @@ def recent_work(batches: Sequence[tuple[int, Mapping[str, float], Any]]) -> dict
     Returns
     -------
     dict
-        ``batches``; ``mentions_per_s``: the mentions of all but the first batch over
-        the time from the first finish to the last (None for fewer than two batches:
-        it is the rate batches were finished at, which is the arrival rate when the
-        writer keeps up); ``writer_s_per_batch``: mean :func:`writer_seconds`;
-        ``stages_s``: mean seconds per stage (a stage a batch lacks counts 0).
+        ``batches``; ``span_s`` and ``mentions_per_s``: the time from the first finish
+        to the last, and the mentions of all but the first batch over it (None for
+        fewer than two finishes at distinct times: it is the rate batches were finished
+        at, which is the arrival rate when the writer keeps up, not its capacity);
+        ``timed_batches``: those that stored timings (older releases stored none), over
+        which the rest are means (None when there are none): ``writer_s_per_batch``
+        (:func:`writer_seconds`), ``stages_s`` (every stage; one a batch lacks counts
+        0) and ``writer_stages_s`` (:func:`writer_stages`).
     """
-    if not batches:
-        return {"batches": 0, "mentions_per_s": None, "writer_s_per_batch": None, "stages_s": {}}
-    stages = sorted({k for _, t, _ in batches for k in t})
-    rate = None
-    first, last = batches[0][2], batches[-1][2]
-    if len(batches) > 1 and first is not None and last is not None:
-        span = (last - first).total_seconds()
-        rate = round(sum(n for n, _, _ in batches[1:]) / span, 1) if span > 0 else None
+    finished = [(n, at) for n, _, at in batches if at is not None]
+    span = (finished[-1][1] - finished[0][1]).total_seconds() if len(finished) > 1 else 0.0
+    rate = sum(n for n, _ in finished[1:]) / span if span > 0 else None
+    timed = [dict(t) for _, t, _ in batches if t]
+    own = [writer_stages(t) for t in timed]
     return {
         "batches": len(batches),
-        "mentions_per_s": rate,
-        "writer_s_per_batch": round(float(np.mean([writer_seconds(t) for _, t, _ in batches])), 4),
-        "stages_s": {
-            k: round(float(np.mean([float(t.get(k, 0.0)) for _, t, _ in batches])), 4)
-            for k in stages
-        },
+        "span_s": round(span, 3) if span > 0 else None,
+        "mentions_per_s": None if rate is None else float(f"{rate:.4g}"),
+        "timed_batches": len(timed),
+        "writer_s_per_batch": _mean_of(sum(t.values()) for t in own) if timed else None,
+        "stages_s": _stage_means(timed),
+        "writer_stages_s": _stage_means(own),
     }
+
+
+def _mean_of(values: Iterable[float]) -> float:
+    return round(float(np.mean(list(values))), 4)
+
+
+def _stage_means(timings: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Mean seconds of every stage over ``timings``; a stage one lacks counts 0."""
+    stages = sorted({k for t in timings for k in t})
+    return {k: _mean_of(float(t.get(k, 0.0)) for t in timings) for k in stages}
 
 
 # -- entry points (CLI and Celery tasks) ---------------------------------------------------
