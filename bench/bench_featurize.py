@@ -20,13 +20,16 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import fastcluster
 import numpy as np
 from scipy.cluster.hierarchy import fcluster
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from people import febrl_set
+
 from er.cluster import MBSCC
-from er.demo import febrl_records
 from er.evaluation import bcubed, cut_at_score, pairwise_prf
 from er.featurize import DEFAULT_DIM, FeaturizerConfig, featurize, infer_config
 from er.pipeline import DEFAULT_ENTITY_CUT
@@ -45,10 +48,7 @@ def with_encoding(
 def _data(
     name: str, dim: int, ngrams: tuple[int, ...] | None = None
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    if name == "dataset4":
-        records = febrl_records("dataset4a") + febrl_records("dataset4b")
-    else:
-        records = febrl_records(name)
+    records = febrl_set(name)
     cfg = with_encoding(
         infer_config(records[:500], id_field="rec_id", gold_field="entity"), dim, ngrams
     )

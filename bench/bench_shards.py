@@ -40,11 +40,10 @@ from scipy.sparse.csgraph import connected_components
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from people import synthetic_people
+from people import febrl_set, synthetic_people
 
 from er.ann import batch_neighbors, make_index
 from er.cluster import MBSCC
-from er.demo import febrl_records
 from er.evaluation import bcubed, cut_at_score, pairwise_prf
 from er.featurize import featurize, infer_config
 from er.pipeline import DEFAULT_ENTITY_CUT, NEAR_K
@@ -61,11 +60,7 @@ FEBRL = ("dataset1", "dataset2", "dataset3", "dataset4")
 
 def _records(data: str, n: int, seed: int) -> list[dict[str, str]]:
     """The synthetic people, or a FEBRL set in file order (dataset4: 4a then 4b)."""
-    if data == "people":
-        return synthetic_people(n, seed=seed)
-    if data == "dataset4":
-        return febrl_records("dataset4a") + febrl_records("dataset4b")
-    return febrl_records(data)
+    return synthetic_people(n, seed=seed) if data == "people" else febrl_set(data)
 
 
 def shard_of(records: list[dict[str, str]], key: str, shards: int) -> NDArray[np.int64]:

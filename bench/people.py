@@ -54,6 +54,13 @@ NICKNAMES = {
 }
 
 
+def febrl_set(name: str) -> list[dict[str, str]]:
+    """FEBRL ``dataset1``-``dataset4`` in file order (``dataset4``: 4a, then 4b)."""
+    if name == "dataset4":
+        return febrl_records("dataset4a") + febrl_records("dataset4b")
+    return febrl_records(name)
+
+
 def _pools() -> dict[str, list[str]]:
     """Distinct non-empty values of each field across FEBRL 1-4."""
     values: dict[str, set[str]] = {f: set() for f in FIELDS}

@@ -651,6 +651,7 @@ def _rate(per_second: float) -> str:
 
 
 def _span(seconds: float) -> str:
+    """A time span in seconds, minutes or hours: 4 s, 10 min, 4 h."""
     if seconds < 120:
         return f"{seconds:.3g} s"
     return f"{seconds / 60:.3g} min" if seconds < 7200 else f"{seconds / 3600:.3g} h"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -61,8 +62,6 @@ def test_demo_then_query_on_embedded_defaults(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "dendrogram_purity" in done.stderr and "Try: er query" in done.stderr
     assert (tmp_path / "er.sqlite3").exists() and (tmp_path / "falkordb").is_dir()
-    import sqlite3
-
     with sqlite3.connect(tmp_path / "er.sqlite3") as db:  # er status reads the finish time
         rows = db.execute("SELECT status, finished_at IS NOT NULL FROM batches").fetchall()
     assert rows == [("done", 1)]
