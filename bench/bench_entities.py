@@ -35,7 +35,7 @@ from people import synthetic_people
 @contextlib.contextmanager
 def _without_stable_ids() -> Iterator[None]:
     """The peer: the pipeline as it was before stable ids (no ledger, no NEAR edges)."""
-    import er.pipeline as p
+    import er.pipeline.writer as p
     from er.entities import ArrayLedger, EntityStep
 
     step, near = ArrayLedger.step_labels, p._near_rows

@@ -20,9 +20,9 @@ from scipy import sparse
 
 from er.cluster._graph import as_graph, knn_graph, normalize_rows
 from er.cluster._hierarchy import Hierarchy
-from er.cluster._mbscc import _Snapshot
 from er.cluster._params import NONE, Interval, get_params, validate_params
 from er.cluster._rounds import best_neighbors
+from er.cluster._snapshot import _Snapshot
 from er.exceptions import ConfigError
 
 __all__ = ["Llama"]

@@ -28,7 +28,14 @@ if TYPE_CHECKING:
 
 __all__ = ["Agglomerator", "best_neighbors"]
 
-LINKAGES = ("average", "single", "centroid")
+LINKAGES = ("average", "single", "centroid", "mean")
+# "mean" linkage keeps, in one float per stored edge, the number of graph edges it
+# stands for and the sum of their weights shifted by one: PACK * count + sum(w + 1).
+# A contraction adds entries, so both add up at once, on the same fast path as
+# "average" (every entry stays positive). Weights are clipped to [-1, 1] (cosine
+# similarities and match probabilities both lie there), so the shifted sum stays
+# below 2 * count, far under PACK.
+PACK = float(1 << 24)
 # Agglomerator._decisions: share of the graph's edges under which the rows not given
 # are computed alone rather than every row
 ROWS_ALONE_BELOW = 0.5
@@ -95,7 +102,10 @@ class Agglomerator:
     ----------
     W : csr_array, shape (n, n)
         Symmetric similarity graph over the points.
-    linkage : {"average", "single", "centroid"}
+    linkage : {"average", "single", "centroid", "mean"}
+        ``mean``: the mean weight of the graph edges between two clusters, an absent
+        pair being no evidence (not 0, as for ``average``); weights are clipped to
+        [-1, 1] (match probabilities of a pair model, or cosine similarities).
     vectors : ndarray of shape (n, d), optional
         Unit vectors of the points; required for ``centroid`` linkage.
     """
@@ -112,6 +122,9 @@ class Agglomerator:
     def __post_init__(self) -> None:
         n = self.W.shape[0]
         self.W = sparse.csr_array(self.W, dtype=np.float64)
+        if self.linkage == "mean":
+            # one edge, its shifted weight (see PACK)
+            self.W.data = PACK + 1.0 + np.clip(self.W.data, -1.0, 1.0)
         # every entry > 0: then so is every entry of every contraction (_contract_graph)
         self._positive = _all_positive(self.W)
         self.size = np.ones(n, np.int64)
@@ -147,6 +160,8 @@ class Agglomerator:
         if self.linkage == "single":
             single: NDArray[np.float64] = W.data.copy()
             return single
+        if self.linkage == "mean":
+            return _unpacked_mean(W.data)
         src = np.repeat(np.arange(W.shape[0]), counts)
         return self._values_at(np.arange(W.data.shape[0]), src)
 
@@ -161,6 +176,8 @@ class Agglomerator:
         if self.linkage == "single":
             single: NDArray[np.float64] = W.data[pos]
             return single
+        if self.linkage == "mean":
+            return _unpacked_mean(W.data[pos])
         S = self.sums
         norms = self._norms
         # centroid linkage: both callers (SCC, MBSCC) pass the vectors
@@ -425,6 +442,13 @@ class Agglomerator:
             algorithm=algorithm,
             params=params,
         )
+
+
+def _unpacked_mean(packed: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Mean edge weight of packed entries (PACK * count + sum(w + 1))."""
+    count = np.floor(packed / PACK)
+    mean: NDArray[np.float64] = (packed - PACK * count) / count - 1.0
+    return mean
 
 
 def _contract_graph(

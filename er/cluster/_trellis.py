@@ -500,6 +500,7 @@ def entity_confidence(
     limit: int = 12,
     context: int = 4,
     beta: float = 10.0,
+    similarity: Callable[[NDArray[np.int64]], NDArray[np.float64]] | None = None,
 ) -> dict[str, Any] | None:
     """Exact confidence of one entity: the trellis over it and its nearest outsiders.
 
@@ -514,6 +515,10 @@ def entity_confidence(
         Unit rows of every mention of the collection.
     members : array-like of int, shape (m,)
         Rows of the entity's mentions.
+    similarity : callable, optional
+        ``similarity(rows)`` -> (r, r) pairwise similarities of those rows, used for the
+        energy and the cut in place of the cosine (a pair model's match probabilities);
+        the outsiders are still the nearest by cosine.
 
     Returns
     -------
@@ -537,7 +542,7 @@ def entity_confidence(
     items = np.concatenate([members, near])
     if items.size < 2:
         return {"members": members.tolist(), "context": [], "p_entity": 1.0, "pairs": []}
-    S = X[items] @ X[items].T
+    S = X[items] @ X[items].T if similarity is None else similarity(items)
     trellis = build_trellis(S, energy="average", beta=beta)
     log_out = trellis.log_outside()
     p_entity = trellis.cluster_marginal(np.arange(members.size), log_out)

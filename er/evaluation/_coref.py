@@ -54,6 +54,11 @@ def _strongest_parents(hierarchy: Any) -> NDArray[np.int64]:
     return parent
 
 
+def _codes_of(labels: ArrayLike) -> NDArray[np.int64]:
+    """Labels of any type as integer codes (same partition)."""
+    return np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
 def _sweep_thresholds(hierarchy: Any, n: int) -> NDArray[np.float64]:
     scores = hierarchy.score[hierarchy.n_points :]
     scores = np.unique(scores[np.isfinite(scores)])
@@ -69,15 +74,29 @@ def _sizes(labels: NDArray[np.int64]) -> dict[str, int]:
 
 
 def _worst(group: NDArray[np.int64], other: NDArray[np.int64], top: int) -> list[dict[str, Any]]:
-    """Groups of ``group`` that ``other`` splits into the most parts, largest first."""
-    out: list[dict[str, Any]] = []
-    for g in np.unique(group):
-        members = np.flatnonzero(group == g)
-        parts = np.unique(other[members])
-        if parts.size > 1:
-            out.append({"group": int(g), "mentions": members.tolist(), "parts": int(parts.size)})
-    out.sort(key=lambda e: (-e["parts"], -len(e["mentions"]), e["mentions"][0]))
-    return out[:top]
+    """Groups of ``group`` that ``other`` splits into the most parts, largest first.
+
+    O(n log n): distinct (group, other) pairs are counted per group by sorting, and
+    only the ``top`` groups kept have their members gathered.
+    """
+    pairs = np.unique(np.stack([group, other]), axis=1)
+    groups, parts = np.unique(pairs[0], return_counts=True)
+    split = parts > 1
+    groups, parts = groups[split], parts[split]
+    if groups.size == 0:
+        return []
+    first = np.full(group.max() + 1, group.size, np.int64)
+    np.minimum.at(first, group, np.arange(group.size))
+    size = np.bincount(group)
+    order = np.lexsort((first[groups], -size[groups], -parts))[:top]
+    return [
+        {
+            "group": int(groups[k]),
+            "mentions": np.flatnonzero(group == groups[k]).tolist(),
+            "parts": int(parts[k]),
+        }
+        for k in order
+    ]
 
 
 def coreference_report(
@@ -85,6 +104,7 @@ def coreference_report(
     gold: ArrayLike,
     *,
     threshold: float,
+    pred: ArrayLike | None = None,
     n_sweep: int = 40,
     n_errors: int = 5,
 ) -> dict[str, Any]:
@@ -98,6 +118,10 @@ def coreference_report(
         Gold entity label of each leaf.
     threshold : float
         The collection's configured entity cut (a linkage score).
+    pred : array-like, shape (n_points,), optional
+        The entity of each leaf as the product gives it (the stored stable entities);
+        every figure "at the cut" scores this partition. Default: the hierarchy cut at
+        ``threshold`` (:func:`cut_at_score`).
     n_sweep : int
         Number of thresholds in the P/R/F1 sweep.
     n_errors : int
@@ -117,7 +141,7 @@ def coreference_report(
     """
     gold = np.asarray(gold)
     out = score_hierarchy(hierarchy, gold)
-    pred = cut_at_score(hierarchy, threshold)
+    pred = cut_at_score(hierarchy, threshold) if pred is None else _codes_of(pred)
     out["threshold"] = float(threshold)
     out["n_entities"] = int(np.unique(pred).size)
     out["n_gold_entities"] = int(np.unique(gold).size)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
-from scipy.optimize import linear_sum_assignment
+from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 
 __all__ = [
     "bcubed",
@@ -102,16 +102,64 @@ def muc(gold: ArrayLike, pred: ArrayLike) -> PRF:
 
 
 def ceaf_e(gold: ArrayLike, pred: ArrayLike) -> PRF:
-    """Entity-based CEAF: best one-to-one alignment under phi_4 = 2|K∩R| / (|K|+|R|)."""
+    """Entity-based CEAF: best one-to-one alignment under phi_4 = 2|K∩R| / (|K|+|R|).
+
+    Memory and time follow the non-zero cells of the contingency table, never the
+    (n_gold, n_pred) product: only overlapping clusters can be aligned with a
+    positive score, so the alignment is a maximum-weight matching on the sparse
+    overlap graph (:func:`_max_weight_matching`).
+    """
     C = contingency_matrix(gold, pred).tocoo()
     gs = np.asarray(C.sum(axis=1)).ravel()
     ps = np.asarray(C.sum(axis=0)).ravel()
-    phi = sparse.csr_array((2.0 * C.data / (gs[C.row] + ps[C.col]), (C.row, C.col)), shape=C.shape)
-    # Only overlapping clusters can score: align within the non-zero pattern.
-    rows, cols = linear_sum_assignment(phi.toarray(), maximize=True)
-    sim = float(phi.toarray()[rows, cols].sum())
-    p, r = sim / len(ps), sim / len(gs)
+    phi = sparse.coo_array((2.0 * C.data / (gs[C.row] + ps[C.col]), (C.row, C.col)), shape=C.shape)
+    sim = _max_weight_matching(phi)
+    p = sim / len(ps) if len(ps) else 0.0
+    r = sim / len(gs) if len(gs) else 0.0
     return p, r, _f1(p, r)
+
+
+def _max_weight_matching(w: sparse.coo_array) -> float:
+    """Total weight of a maximum-weight matching (not necessarily full) of a sparse
+    bipartite graph with positive weights ``w`` of shape (m, n).
+
+    Rows and columns that share an edge with nothing else match each other at once;
+    what is left goes to scipy's sparse Jonker-Volgenant (LAPJVsp), which only finds
+    *full* matchings. Each row i gets a private stand-in column and each column j a
+    private stand-in row, and stand-in row j meets stand-in column i wherever (i, j)
+    is an edge, so a full matching always exists and every partial matching of the
+    real edges extends to one. Every stand-in edge weighs 1 and every real edge
+    1 + w: a full matching with k real edges then weighs sum(w) + (m + n), whatever
+    k is, so its maximum is the maximum-weight matching of ``w``.
+    """
+    if w.nnz == 0:
+        return 0.0
+    rows, cols, data = w.row, w.col, w.data
+    lone = (np.bincount(rows, minlength=w.shape[0])[rows] == 1) & (
+        np.bincount(cols, minlength=w.shape[1])[cols] == 1
+    )
+    total = float(data[lone].sum())
+    rows, cols, data = rows[~lone], cols[~lone], data[~lone]
+    if data.size == 0:
+        return total
+    r_ids, r = np.unique(rows, return_inverse=True)
+    c_ids, c = np.unique(cols, return_inverse=True)
+    m, n = r_ids.size, c_ids.size
+    ones = np.ones
+    aug = sparse.coo_array(
+        (
+            np.r_[1.0 + data, ones(m), ones(n), ones(data.size)],
+            (
+                np.r_[r, np.arange(m), m + np.arange(n), m + c],
+                np.r_[c, n + np.arange(m), np.arange(n), n + r],
+            ),
+        ),
+        shape=(m + n, n + m),
+    ).tocsr()
+    row_ind, col_ind = min_weight_full_bipartite_matching(aug, maximize=True)
+    real = (row_ind < m) & (col_ind < n)
+    picked = sparse.csr_array((data, (r, c)), shape=(m, n))[row_ind[real], col_ind[real]]
+    return total + float(np.asarray(picked).sum())
 
 
 def conll_f1(gold: ArrayLike, pred: ArrayLike) -> float:

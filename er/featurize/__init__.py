@@ -1,4 +1,5 @@
-"""Records -> unit vectors: featurizer config, record validation, encoding (DESIGN §5)."""
+"""Records -> typed, normalised fields and unit vectors: field types and normalisers,
+featurizer config, record validation, encoding (DESIGN §5)."""
 
 from er.featurize._config import (
     DEFAULT_DIM,
@@ -8,17 +9,27 @@ from er.featurize._config import (
     infer_config,
 )
 from er.featurize._encode import Featurizer, featurize, normalize_text
+from er.featurize._normalize import NORMALISERS, normalise, read_date
+from er.featurize._typed import FieldTypes, NormalisedBatch
+from er.featurize._types import FIELD_TYPES, infer_field_types
 from er.featurize._validate import RecordValidator, record_schema
 
 __all__ = [
     "DEFAULT_DIM",
     "ENCODERS",
+    "FIELD_TYPES",
+    "NORMALISERS",
     "Featurizer",
     "FeaturizerConfig",
     "FieldSpec",
+    "FieldTypes",
+    "NormalisedBatch",
     "RecordValidator",
     "featurize",
     "infer_config",
+    "infer_field_types",
+    "normalise",
     "normalize_text",
+    "read_date",
     "record_schema",
 ]

@@ -86,7 +86,8 @@ class FeaturizerConfig:
         Name of a field that carries a precomputed embedding, passed through
         (normalised) instead of encoding fields; its length must equal ``dim``.
     max_field_chars : int
-        Longest accepted text value; a longer one rejects the record.
+        Characters of a text value the featurizer reads (a longer value is accepted
+        and cut; the pipeline counts such values per batch).
     """
 
     fields: tuple[FieldSpec, ...] = ()

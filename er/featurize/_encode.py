@@ -115,7 +115,7 @@ class Featurizer:
     def _columns(
         self, k: int, spec: FieldSpec, value: Any
     ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-        text = normalize_text(value)
+        text = normalize_text(value)[: self.config.max_field_chars]  # long values: their start
         key = (k, text)
         hit = self._cache.get(key)
         if hit is None:

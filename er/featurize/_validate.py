@@ -34,12 +34,12 @@ def _base_schema() -> dict[str, Any]:
 def record_schema(config: FeaturizerConfig, id_field: str) -> dict[str, Any]:
     """The JSON Schema (draft-07) of a collection's records.
 
-    The id field is required; featurized fields are optional, scalar, and at most
-    ``config.max_field_chars`` characters; a vector field is an array of ``dim`` numbers.
+    The id field is required; featurized fields are optional and scalar, of any length
+    (the featurizer reads the first ``config.max_field_chars`` characters; the record as
+    a whole is capped at 64 KiB); a vector field is an array of ``dim`` numbers.
     """
     schema = copy.deepcopy(_base_schema())
     defs = schema["definitions"]
-    defs["text"]["maxLength"] = config.max_field_chars
     props: dict[str, Any] = {id_field: {"$ref": "#/definitions/id"}}
     for spec in config.fields:
         kind = "number" if spec.encoder == "numeric" else "text"

@@ -106,6 +106,34 @@ def _trend_plot(history: Sequence[Mapping[str, Any]]) -> str:
     return _svg(fig)
 
 
+def _weights_plot(model: Mapping[str, Any]) -> str:
+    """The pair model's weight (bits) of every comparison level, one group per field."""
+    import numpy as np
+
+    fig, ax = _figure()
+    fields = model["fields"]
+    for i, f in enumerate(fields):
+        w = np.log2(np.asarray(f["m"][1:]) / np.asarray(f["u"][1:]))
+        xs = i + np.linspace(-0.3, 0.3, w.size)
+        ax.bar(xs, w, width=0.6 / max(w.size, 1), color=_level_colours(w.size))
+    ax.axhline(0, color="k", linewidth=0.6)
+    ax.set_xticks(range(len(fields)))
+    ax.set_xticklabels([f["name"] for f in fields], rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel("weight, bits (far ... exact)")
+    ax.set_title(
+        f"pair model v{model['version']} ({model['method']}), prior {model['prior']:.3f}",
+        fontsize=8,
+    )
+    return _svg(fig)
+
+
+def _level_colours(n: int) -> list[Any]:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["RdYlGn"]
+    return [cmap(0.1 + 0.8 * k / max(n - 1, 1)) for k in range(n)]
+
+
 def _fmt(value: float, key: str) -> str:
     return f"{value:.0f}" if key == "n_entities" else f"{value:.4f}"
 
@@ -134,18 +162,48 @@ def _error_rows(
     errors: Sequence[Mapping[str, Any]],
     excerpts: Mapping[int, tuple[str, str]],
     lineage: Mapping[int, str],
+    details: Mapping[int, Mapping[str, Any]],
 ) -> str:
     rows = []
     for err in errors:
+        first = err["mentions"][0]
         ids = ", ".join(html.escape(excerpts.get(m, (str(m), ""))[0]) for m in err["mentions"])
-        sample = "<br>".join(html.escape(excerpts.get(m, ("", ""))[1]) for m in err["mentions"][:4])
-        cypher = html.escape(lineage.get(err["mentions"][0], ""))
+        if first in details:  # the records field by field, with the model's reasons
+            records = _records_table(details[first])
+        else:
+            records = "<br>".join(
+                html.escape(excerpts.get(m, ("", ""))[1]) for m in err["mentions"][:4]
+            )
+        cypher = html.escape(lineage.get(first, ""))
         rows.append(
             f"<tr><td>{html.escape(str(err['group']))}</td><td>{len(err['mentions'])}</td>"
-            f"<td>{err['parts']}</td><td>{ids}</td><td>{sample}</td>"
-            f"<td><pre>{cypher}</pre></td></tr>"
+            f"<td>{err['parts']}</td><td>{ids}</td><td>{records}</td>"
+            f"<td><details><summary>Cypher</summary><pre>{cypher}</pre></details></td></tr>"
         )
     return "".join(rows)
+
+
+def _records_table(detail: Mapping[str, Any]) -> str:
+    """Up to four records side by side, one row per field, and the pair model's level
+    and weight for the first two: why the model put them together or apart."""
+    records, reasons = detail["records"], {r["field"]: r for r in detail["reasons"]}
+    head = "".join(f"<th>{html.escape(r['id'])}</th>" for r in records)
+    rows = []
+    for name in detail["fields"]:
+        cells = "".join(
+            f"<td>{html.escape(str(r['values'].get(name) or ''))}</td>" for r in records
+        )
+        why = reasons.get(name)
+        level = html.escape(why["level"]) if why else ""
+        weight = f"{why['weight']:+.1f}" if why else ""
+        rows.append(
+            f"<tr><th>{html.escape(name)}</th>{cells}<td>{level}</td><td>{weight}</td></tr>"
+        )
+    total = f"match probability of the first two records: {detail['probability']:.3f}"
+    return (
+        f'<table class="records"><tr><th>field</th>{head}<th>level (1st vs 2nd)</th>'
+        f"<th>weight</th></tr>{''.join(rows)}</table><small>{total}</small>"
+    )
 
 
 def render_report(
@@ -154,6 +212,8 @@ def render_report(
     *,
     excerpts: Mapping[int, tuple[str, str]],
     lineage: Mapping[int, str],
+    model: Mapping[str, Any] | None = None,
+    details: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> str:
     """The HTML page of one evaluation run.
 
@@ -168,6 +228,12 @@ def render_report(
         Mention index -> (external id, short excerpt of its record).
     lineage : mapping of int to str
         Mention index -> the Cypher (with its parameters) that shows its lineage.
+    model : mapping, optional
+        The collection's pair model (``PairModel.to_json()``): its weights are plotted.
+    details : mapping of int to mapping, optional
+        First mention of an error -> ``fields``, ``records`` (up to four: ``id`` and
+        ``values``), ``reasons`` (the model's per-field level and weight for the first
+        two) and their ``probability``: shown as a field-by-field table.
     """
     metrics = run["metrics"]
     earlier = [r for r in history if r["id"] != run["id"]]
@@ -177,11 +243,14 @@ def render_report(
     err_head = ["entity / gold", "mentions", "parts", "mention ids", "records", "lineage"]
     th = "".join(f"<th>{h}</th>" for h in head)
     err_th = "".join(f"<th>{h}</th>" for h in err_head)
-    plots = (
+    plots: tuple[tuple[str, str, str], ...] = (
         ("P/R/F1 against the score threshold", "sweep", _sweep_plot(metrics)),
         ("Entity sizes against gold", "sizes", _sizes_plot(metrics)),
         ("Headline metrics across runs", "trend", _trend_plot(history)),
     )
+    if model is not None:
+        plots += (("Pair-model weight per field and level", "weights", _weights_plot(model)),)
+    details = details or {}
     figures = "".join(
         f'<figure id="plot-{key}"><figcaption>{caption}</figcaption>{svg}</figure>'
         for caption, key, svg in plots
@@ -198,9 +267,10 @@ algorithm {html.escape(str(run["algorithm"]))}, entity cut at score {metrics["th
 <h2>Plots</h2>{figures}
 <h2>Largest false merges</h2>
 <table id="false-merges"><tr>{err_th}</tr>
-{_error_rows(metrics["false_merges"], excerpts, lineage)}</table>
+{_error_rows(metrics["false_merges"], excerpts, lineage, details)}</table>
 <h2>Largest splits</h2>
-<table id="splits"><tr>{err_th}</tr>{_error_rows(metrics["splits"], excerpts, lineage)}</table>
+<table id="splits"><tr>{err_th}</tr>
+{_error_rows(metrics["splits"], excerpts, lineage, details)}</table>
 <h2>All figures</h2><pre id="metrics-json">{html.escape(json.dumps(metrics, indent=1))}</pre>
 </body></html>
 """

@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -117,3 +118,122 @@ def test_beat_and_worker_evaluate_on_schedule(demo_dir: Path) -> None:
         assert all(p.is_file() and p.with_suffix(".json").is_file() for p in new)
     finally:
         stop_all(procs, db)
+
+
+def _ingest_and_eval(tmp_path: Path, records: list[dict[str, Any]]) -> tuple[Path, Any]:
+    """`er ingest` the records as collection "c" (gold in "entity"), then `er eval`."""
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    data = tmp_path / "data"
+    done = _er(
+        data,
+        "ingest",
+        str(path),
+        "--collection",
+        "c",
+        "--id-field",
+        "rec_id",
+        "--gold-field",
+        "entity",
+        "--batch-size",
+        "500",
+    )
+    assert done.returncode == 0, done.stderr
+    done = _er(data, "eval", "--collection", "c", "--json")
+    assert done.returncode == 0, done.stderr
+    return data, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _export(data: Path, collection: str) -> dict[str, str]:
+    import csv
+    import io
+
+    done = _er(data, "export", "entities", "--collection", collection)
+    assert done.returncode == 0, done.stderr
+    return {r["external_id"]: r["entity_id"] for r in csv.DictReader(io.StringIO(done.stdout))}
+
+
+def _independent(gold: list[str], pred: list[str]) -> tuple[float, float, float, float]:
+    """Pairwise P/R from scikit-learn's pair confusion matrix; B-cubed P/R by brute force."""
+    C = pair_confusion_matrix(gold, pred)
+    tp, fp, fn = C[1, 1], C[0, 1], C[1, 0]
+    p_pair = tp / (tp + fp) if tp + fp else 1.0
+    r_pair = tp / (tp + fn) if tp + fn else 1.0
+    n = len(gold)
+    same_pred = [[j for j in range(n) if pred[j] == pred[i]] for i in range(n)]
+    same_gold = [[j for j in range(n) if gold[j] == gold[i]] for i in range(n)]
+    p_b3 = sum(sum(gold[j] == gold[i] for j in same_pred[i]) / len(same_pred[i]) for i in range(n))
+    r_b3 = sum(sum(pred[j] == pred[i] for j in same_gold[i]) / len(same_gold[i]) for i in range(n))
+    return float(p_pair), float(r_pair), p_b3 / n, r_b3 / n
+
+
+@pytest.mark.parametrize("which", ["febrl2", "refused"])
+def test_report_scores_the_entities_users_export(tmp_path: Path, which: str) -> None:
+    """Issue #31: eval's figures equal those computed from `er export entities` on the
+    same collection, to 1e-9; refused records are counted and scored as their own
+    entities in the *_all_records figures."""
+    from er.demo import febrl_records
+
+    records = febrl_records("dataset2")[:1500] if which == "febrl2" else febrl_records()[:600]
+    refused = []
+    if which == "refused":  # bad records with gold labels: no usable field, a list field
+        refused = [
+            {"rec_id": "bad-1", "entity": records[0]["entity"], "given_name": ["x"]},
+            {"rec_id": "bad-2", "entity": "lonely", "surname": {"a": 1}},
+        ]
+    data, doc = _ingest_and_eval(tmp_path, [*records, *refused])
+    exported = _export(data, "c")
+    ids = [r["rec_id"] for r in records]
+    gold = [r["entity"] for r in records]
+    p, r, p3, r3 = _independent(gold, [exported[i] for i in ids])
+    assert doc["entities_scored"] == "stored"
+    assert doc["pairwise_prf_at_cut"][:2] == pytest.approx([p, r], abs=1e-9)
+    assert doc["bcubed_at_cut"][:2] == pytest.approx([p3, r3], abs=1e-9)
+    assert doc["refused"] == len(refused) and doc["refused_with_gold"] == len(refused)
+    if refused:
+        gold_all = gold + [x["entity"] for x in refused]
+        pred_all = [exported[i] for i in ids] + [f"refused-{k}" for k in range(len(refused))]
+        p, r, p3, r3 = _independent(gold_all, pred_all)
+        assert doc["pairwise_prf_all_records"][:2] == pytest.approx([p, r], abs=1e-9)
+        assert doc["bcubed_all_records"][:2] == pytest.approx([p3, r3], abs=1e-9)
+        assert doc["pairwise_prf_all_records"][1] < doc["pairwise_prf_at_cut"][1]
+    else:
+        assert "pairwise_prf_all_records" not in doc
+
+
+def test_eval_threshold_previews_another_cut_and_stores_nothing(demo_dir: Path) -> None:
+    from er.cluster import SCC
+    from er.demo import make_mentions
+    from er.evaluation import cut_at_score, pairwise_prf
+
+    before = _er(demo_dir, "report", "list", "--collection", "demo").stdout
+    done = _er(demo_dir, "eval", "--collection", "demo", "--threshold", "0.2", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout.strip().splitlines()[-1])
+    assert doc["run_id"] is None and doc["report_path"] is None
+    assert doc["entities_scored"] == "preview of cut 0.2"
+    X, gold = make_mentions(80, 3)
+    label = cut_at_score(SCC(n_levels=30, k=10).fit(X).hierarchy_, 0.2)
+    assert doc["pairwise_prf_at_cut"] == pytest.approx(list(pairwise_prf(gold, label)))
+    assert _er(demo_dir, "report", "list", "--collection", "demo").stdout == before
+
+
+def test_report_shows_errors_field_by_field_with_the_models_reasons(tmp_path: Path) -> None:
+    """Issue #29: a false merge appears as its records, one row per field, with the pair
+    model's level and weight for the pair that shows it, and the weights are plotted."""
+    import re
+
+    from er.demo import febrl_records
+
+    records = febrl_records()[:300]
+    twin = dict(records[0], rec_id="twin-of-0", entity="someone-else")  # same values
+    _, doc = _ingest_and_eval(tmp_path, [*records, twin])
+    page = Path(doc["report_path"]).read_text()
+    assert 'id="plot-weights"' in page and "<svg" in page
+    merges = page[page.index('id="false-merges"') : page.index('id="splits"')]
+    assert "twin-of-0" in merges
+    table = merges[merges.index('class="records"') :]
+    for field in ("given_name", "surname", "date_of_birth", "soc_sec_id"):
+        assert re.search(rf"<th>{field}</th>", table), field
+    assert ">exact<" in table  # the twin agrees with its original field by field
+    assert "match probability of the first two records" in table

@@ -86,7 +86,7 @@ def _snapshot(settings: Any, collection: str, graph: Any = None) -> dict[str, An
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from er.pipeline import _stores
+    from er.pipeline.stores import _stores
     from er.stores.sql import Batch, Mention, find_collection
 
     engine, default_graph = _stores(settings)
@@ -129,35 +129,78 @@ def febrl() -> list[dict[str, str]]:
 
 
 def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl) -> None:
+    """The stored entities and pair model equal the same steps run in memory: typed
+    fields normalised, brute-force cosine k-NN of the featurized values (not er.ann),
+    the model trained on the first batch's candidates, MBSCC on the probabilities."""
     from sqlalchemy.orm import Session
 
     from er.cluster import MBSCC
     from er.evaluation import cut_at_score
-    from er.featurize import FeaturizerConfig, featurize
-    from er.pipeline import DEFAULT_ENTITY_CUT, run_entities
+    from er.featurize import FeaturizerConfig, FieldTypes, featurize
+    from er.match import FieldTable
+    from er.pipeline import DEFAULT_PAIR_CUT, run_entities
+    from er.pipeline.train import train_on_batch
     from er.stores.sql import batch_mentions, find_collection, make_engine
 
     settings, name = _settings(settings_env), _name()
     _ingest(settings, name, febrl, batch=300)
     exported = dict(run_entities(settings, name))
-    # the oracle: featurize the same batches and step MBSCC in memory, no stores
     engine = make_engine(settings_env["ER_DATABASE_URL"])
     with Session(engine) as s:
         coll = find_collection(s, name)
-        cfg = FeaturizerConfig.from_json(coll.config["featurizer"])
+        config = dict(coll.config)
         batches = [batch_mentions(s, coll.id, seq) for seq in range(1, 5)]
     engine.dispose()
-    core = MBSCC()
-    order = []
+    assert config["scoring"] == "pair_model" and config["cut_threshold"] == DEFAULT_PAIR_CUT
+    types = FieldTypes(config["field_types"])
+    cfg = FeaturizerConfig.from_json(config["featurizer"])
+    core, table, model, order, X = MBSCC(), FieldTable(types.names), None, [], None
     for rows in batches:
-        core.partial_fit(featurize([p for _, p in rows], cfg))
+        norm = types.normalise([p for _, p in rows]).rows
+        table.add(norm)
+        Xb = featurize([dict(zip(types.names, r, strict=True)) for r in norm], cfg)
+        X = Xb if X is None else np.vstack([X, Xb])
+        first = len(order)
+        S = Xb.astype(np.float64) @ X.T.astype(np.float64)
+        S[np.arange(len(rows)), first + np.arange(len(rows))] = -np.inf  # not itself
+        k = min(core.k, X.shape[0] - 1)
+        idx = np.lexsort((np.broadcast_to(np.arange(X.shape[0]), S.shape), -S))[:, :k]
+        if model is None:
+            model = train_on_batch(table, config, idx, first)
+        b = len(rows)
+        prob = model.probability(table, np.repeat(np.arange(first, first + b), k), idx.ravel())
+        core.partial_fit(Xb, neighbors=(idx, prob.reshape(b, k).astype(np.float32)))
         order += [ext for ext, _ in rows]
-    label = cut_at_score(core.hierarchy_, DEFAULT_ENTITY_CUT)
+    assert config["pair_model"] == model.to_json()
+    label = cut_at_score(core.hierarchy_, DEFAULT_PAIR_CUT)
     assert len(exported) == len(febrl) and None not in exported.values()
     ours = _partition(order, [exported[e] for e in order])
     theirs = _partition(order, label.tolist())
     assert ours == theirs
     assert 300 < len(ours) < 1200  # entities formed, not everything merged or apart
+
+
+def test_unreadable_and_long_values_are_resolved_and_counted(settings_env, febrl) -> None:
+    """A date that is no date, a 40-digit phone and a 5,000-character field: the record
+    is accepted, resolved on what it has, and `er status` counts the values."""
+    from er.pipeline import run_entities, run_status
+
+    settings, name = _settings(settings_env), _name()
+    records = [  # every date and phone readable, but for the odd record's
+        dict(r, phone=f"04{i:08d}", date_of_birth=f"19{50 + i % 40}-0{1 + i % 9}-1{i % 9}")
+        for i, r in enumerate(febrl[:200])
+    ]
+    odd = dict(records[0], rec_id="odd", date_of_birth="31/02/1999", phone="1" * 40)
+    odd["address_2"] = "x" * 5000
+    _ingest(settings, name, [*records, odd], batch=201)
+    entity = dict(run_entities(settings, name))
+    assert entity["odd"] == entity[records[0]["rec_id"]]  # same person on its other fields
+    [status] = run_status(settings, name)
+    assert status["rejected"] == 0
+    assert status["values"] == {
+        "unreadable": {"date_of_birth": 1, "phone": 1},
+        "truncated": {"address_2": 1},
+    }
 
 
 def _partition(ids: list[str], labels: list[Any]) -> set[frozenset[str]]:
@@ -262,7 +305,8 @@ def test_a_write_that_fails_for_good_fails_its_batch_and_the_next_steps_again(
     marked failed and 3 is stepped again from batch 1's checkpoint. Oracle: the same
     refusal when every batch is clustered in a run of its own (nothing in flight)."""
     from er.exceptions import StoreError
-    from er.pipeline import _stores, run_cluster
+    from er.pipeline import run_cluster
+    from er.pipeline.stores import _stores
 
     settings = _settings(settings_env, data_dir=tmp_path)
     _, store = _stores(settings)
@@ -289,6 +333,7 @@ CRASH = textwrap.dedent(
     """
     import os, signal, sys, pickle
     import er.pipeline as p
+    import er.pipeline.state as state
     from er.config import Settings
     where = sys.argv[2]
     if where == "graph":
@@ -302,7 +347,7 @@ CRASH = textwrap.dedent(
             return original(self, parts, params)
         FalkorDBStore._write = write
     elif where == "rows":
-        original = p.save_rows
+        original = state.save_rows
         calls = []
         def save_rows(path, log, X, saved):
             calls.append(log.name)
@@ -310,7 +355,7 @@ CRASH = textwrap.dedent(
                 original(path, log, X[: (saved + X.shape[0]) // 2], saved)
                 os.kill(os.getpid(), signal.SIGKILL)
             return original(path, log, X, saved)
-        p.save_rows = save_rows
+        state.save_rows = save_rows
     else:
         original = pickle.dump
         def dump(obj, f, protocol=None):
@@ -365,7 +410,7 @@ def test_bad_records_land_in_rejected_records_and_the_rest_resolve(settings_env,
     lines += [
         json.dumps({"name": "no id"}),
         json.dumps({"rec_id": "wrongtype", "name": {"first": "a"}}),
-        json.dumps({"rec_id": "huge", "name": "x" * 5000}),
+        json.dumps({"rec_id": "huge", "name": "x" * 70_000}),
         '{"rec_id": "broken", "name": ',
         json.dumps({"rec_id": "g3", "name": "another payload", "city": "perth"}),
         json.dumps({"rec_id": "nan", "name": "a"}).replace('"a"', "NaN"),
@@ -394,7 +439,7 @@ def test_bad_records_land_in_rejected_records_and_the_rest_resolve(settings_env,
         "people.jsonl line 27: not valid UTF-8",
         "people.jsonl line 21: field 'rec_id': required field is missing",
         "record 'g3': the same id appears twice in this batch with different payloads",
-        "record 'huge': field 'name': longer than 1000 characters",
+        "record 'huge': record larger than 64 KiB",
         "record 'wrongtype': field 'name': expected string",
     ]
     assert len(reasons) == len(expected)
@@ -436,7 +481,8 @@ def test_graph_database_down_mid_batch_then_back_applies_the_batch_once(
     settings_env, febrl, tmp_path
 ) -> None:
     from er.exceptions import TransientStoreError
-    from er.pipeline import _stores, cluster_pending
+    from er.pipeline import cluster_pending
+    from er.pipeline.stores import _stores
     from er.stores.graph import EmbeddedFalkorDB, FalkorDBStore
 
     settings = _settings(settings_env, data_dir=tmp_path)
@@ -480,11 +526,12 @@ def test_postgres_restarted_mid_batch_then_the_batch_applies_once(
     from sqlalchemy import text
 
     import er.pipeline as pipeline
+    import er.pipeline.writer as writer
     from er.exceptions import TransientStoreError
 
     settings = _settings(settings_env, data_dir=tmp_path)
     reference, name = _twins(settings, febrl)
-    original = pipeline.set_mention_nodes
+    original = writer.set_mention_nodes
     calls = []
 
     def restart_then_write(session: Any, coll_id: int, nodes: Any) -> None:
@@ -494,12 +541,12 @@ def test_postgres_restarted_mid_batch_then_the_batch_applies_once(
             _restart_postgres()  # ... when the server goes down
         original(session, coll_id, nodes)
 
-    pipeline.set_mention_nodes = restart_then_write
+    writer.set_mention_nodes = restart_then_write
     try:
         with pytest.raises(TransientStoreError, match="database unavailable"):
             pipeline.run_cluster(settings, name)
     finally:
-        pipeline.set_mention_nodes = original
+        writer.set_mention_nodes = original
         subprocess.run(["pg_isready", "-h", "127.0.0.1", "-t", "30"], check=False)
     assert [r["batch_seq"] for r in pipeline.run_cluster(settings, name)] == [2, 3]
     assert _snapshot(settings, name) == _snapshot(settings, reference)
@@ -586,7 +633,8 @@ def test_a_llama_collection_re_runs_per_batch_and_reads_back_as_of_every_batch(
     from er.cluster import Llama
     from er.evaluation import cut_at_score
     from er.featurize import featurize, infer_config
-    from er.pipeline import _stores, run_cluster, run_entities, run_ingest
+    from er.pipeline import run_cluster, run_entities, run_ingest
+    from er.pipeline.stores import _stores
 
     settings, name = _settings(settings_env), _name()
     rng = np.random.default_rng(3)
@@ -618,3 +666,33 @@ def test_a_llama_collection_re_runs_per_batch_and_reads_back_as_of_every_batch(
     for ext, entity in run_entities(settings, name):
         got.setdefault(entity, set()).add(int(ext[1:]))
     assert {frozenset(s) for s in got.values()} == expected
+
+
+def test_retraining_stores_a_new_version_that_scores_the_next_batches(settings_env, febrl) -> None:
+    """Issue #29: the model is frozen once trained; `er train` is the explicit step that
+    makes a new version, which scores the batches after it and is what explain shows."""
+    from sqlalchemy.orm import Session
+
+    from er.pipeline import run_lineage, run_train
+    from er.stores.sql import find_collection, make_engine
+
+    settings, name = _settings(settings_env), _name()
+    _ingest(settings, name, febrl[:400], batch=200)
+    engine = make_engine(settings_env["ER_DATABASE_URL"])
+
+    def stored() -> dict[str, Any]:
+        with Session(engine) as s:
+            return dict(find_collection(s, name).config["pair_model"])
+
+    first = stored()
+    assert first["version"] == 1 and first["n_train"] == 200  # the first batch trained it
+    _ingest(settings, name, febrl[400:600], batch=200)
+    assert stored() == first  # frozen: later batches do not retrain
+    out = run_train(settings, name, from_gold=True)
+    assert out == {**out, "version": 2, "method": "gold", "n_train": 600}
+    _ingest(settings, name, febrl[600:800], batch=200)
+    assert stored()["version"] == 2
+    a, b = febrl[700]["rec_id"], febrl[701]["rec_id"]
+    explained = run_lineage(settings, "explain", name, [a, b])
+    assert explained["model"]["version"] == 2
+    engine.dispose()

@@ -37,6 +37,28 @@ def test_stores_never_import_the_cores() -> None:
     assert not any(m.startswith("er.cluster") for m in loaded)
 
 
+@pytest.mark.parametrize(
+    "module", ["er.match", "er.featurize", "er.ann", "er.entities", "er.evaluation", "er.reports"]
+)
+def test_only_the_pipeline_meets_both_sides(module: str) -> None:
+    # DESIGN §5: er.pipeline is the one place where the cores and the stores meet; every
+    # other library package stays on one side (the CLI and workers go through er.pipeline).
+    loaded = _modules_after_import(module)
+    cores = any(m.startswith(("er.cluster", "er.match")) for m in loaded)
+    stores = any(m.startswith("er.stores") for m in loaded)
+    assert not (cores and stores)
+    assert not any(m.startswith("er.pipeline") for m in loaded)
+
+
+def test_pipeline_and_cli_modules_stay_small() -> None:
+    # issue #28: no module in er/ over 600 lines
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text().splitlines())
+        for path in (ROOT / "er").rglob("*.py")
+    }
+    assert {name: n for name, n in sizes.items() if n > 600} == {}
+
+
 def test_compose_wires_every_service_with_er_variables() -> None:
     doc = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
     services = doc["services"]

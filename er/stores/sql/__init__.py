@@ -9,6 +9,7 @@ from er.stores.sql._batches import (
     pending_batches,
     recent_batches,
     record_rejects,
+    refused_records,
     stored_payloads,
     writer_lock,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "pending_batches",
     "recent_batches",
     "record_rejects",
+    "refused_records",
     "set_mention_nodes",
     "stored_payloads",
     "upgrade",

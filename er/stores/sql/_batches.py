@@ -97,6 +97,33 @@ def record_rejects(
     return len(rows)
 
 
+def refused_records(session: Session, collection_id: int) -> list[Any]:
+    """Payloads of the records refused at ingest that never became a mention.
+
+    A record refused because its id came again with another payload is a mention
+    already, and one refused more than once (the same file ingested twice) counts once;
+    refusals without an id are each their own record.
+    """
+    accepted = select(Mention.external_id).where(Mention.collection_id == collection_id)
+    rows = session.execute(
+        select(RejectedRecord.external_id, RejectedRecord.payload)
+        .where(
+            RejectedRecord.collection_id == collection_id,
+            (RejectedRecord.external_id.is_(None)) | (RejectedRecord.external_id.not_in(accepted)),
+        )
+        .order_by(RejectedRecord.id)
+    ).all()
+    seen: set[str] = set()
+    out = []
+    for ext, payload in rows:
+        if ext is not None:
+            if str(ext) in seen:
+                continue
+            seen.add(str(ext))
+        out.append(payload)
+    return out
+
+
 def pending_batches(session: Session, collection_id: int) -> list[Batch]:
     """Batches not yet done or failed, in sequence order."""
     query = (
@@ -118,9 +145,18 @@ def batch_mentions(session: Session, collection_id: int, seq: int) -> list[tuple
 
 
 def finish_batch(
-    session: Session, batch_id: int, status: str, timings: Mapping[str, float], error: str | None
+    session: Session,
+    batch_id: int,
+    status: str,
+    timings: Mapping[str, float],
+    error: str | None,
+    notes: Mapping[str, Any] | None = None,
 ) -> None:
-    """Mark a batch done or failed, with its stage timings (caller's transaction)."""
+    """Mark a batch done or failed, with its stage timings and notes (caller's transaction).
+
+    ``notes``: ``{"unreadable": {field: n}, "truncated": {field: n}}``, values the writer
+    could not read as their field's type or cut to the featurized length.
+    """
     session.execute(
         update(Batch)
         .where(Batch.id == batch_id)
@@ -128,6 +164,7 @@ def finish_batch(
             status=status,
             timings=dict(timings),
             error=error,
+            notes=dict(notes) if notes else None,
             finished_at=dt.datetime.now(dt.UTC),
         )
     )
@@ -159,8 +196,23 @@ def batch_counts(session: Session, collection_id: int) -> dict[str, Any]:
         "batches": {k: int(v) for k, v in by_status.items()},
         "mentions": int(mentions or 0),
         "rejected": int(rejects or 0),
+        "values": _summed_notes(session, collection_id),
         "oldest_pending": oldest,
     }
+
+
+def _summed_notes(session: Session, collection_id: int) -> dict[str, dict[str, int]]:
+    """Every batch's notes added up: {"unreadable": {field: n}, "truncated": {...}}."""
+    out: dict[str, dict[str, int]] = {}
+    rows: Iterable[dict[str, Any] | None] = session.scalars(
+        select(Batch.notes).where(Batch.collection_id == collection_id, Batch.notes.is_not(None))
+    )
+    for notes in rows:
+        for kind, counts in (notes or {}).items():
+            into = out.setdefault(kind, {})
+            for name, n in counts.items():
+                into[name] = into.get(name, 0) + int(n)
+    return out
 
 
 def recent_batches(

@@ -95,6 +95,8 @@ class Batch(Base):
     error: Mapped[str | None] = mapped_column(Text, default=None)
     # sha256 of the batch's input: a re-run with other input is refused (never merged)
     fingerprint: Mapped[str | None] = mapped_column(String(64), default=None)
+    # field -> count of values the writer could not read as their type, or cut to length
+    notes: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)

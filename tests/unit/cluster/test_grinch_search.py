@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from er.cluster import Grinch
-from er.cluster._grinch import _search, _top_k
+from er.cluster._grinch_search import _search, _top_k
 from er.delta import ClusteringDelta
 from er.exceptions import ConfigError
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from er.cluster import MBSCC
-from er.cluster._mbscc import _KEY_BASE_MAX
+from er.cluster._snapshot import _KEY_BASE_MAX
 
 
 def _sets(m: MBSCC) -> dict[int, frozenset[int]]:
@@ -243,7 +243,7 @@ def test_edge_difference_is_the_set_difference_below_and_past_the_key_limit(
 ) -> None:
     """The delta's added and retired edges, read with Python sets, whatever the ids
     (the keyed path would wrap past 3e9 ids and pair unequal edges)."""
-    from er.cluster._mbscc import _edge_difference, _edge_keys
+    from er.cluster._snapshot import _edge_difference, _edge_keys
 
     def rows(edges: set[tuple[int, int]]) -> np.ndarray:
         arr = np.array(sorted(edges), np.int64).reshape(-1, 2)

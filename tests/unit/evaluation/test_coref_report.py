@@ -84,3 +84,24 @@ def test_sizes_and_worst_errors() -> None:
     assert report["sizes"] == {"predicted": {"1": 2, "4": 1}, "gold": {"1": 1, "2": 1, "3": 1}}
     assert report["false_merges"] == [{"group": 8, "mentions": [0, 1, 3, 4], "parts": 2}]
     assert report["splits"] == [{"group": "a", "mentions": [0, 1, 2], "parts": 2}]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    group=st.lists(st.integers(0, 9), min_size=1, max_size=50),
+    data=st.data(),
+    top=st.integers(1, 6),
+)
+def test_worst_errors_equal_brute_force(group: list[int], data: st.DataObject, top: int) -> None:
+    from er.evaluation._coref import _worst
+
+    other = data.draw(st.lists(st.integers(0, 6), min_size=len(group), max_size=len(group)))
+    g, o = np.asarray(group, np.int64), np.asarray(other, np.int64)
+    brute = []
+    for label in sorted(set(group)):  # every group, the slow way
+        members = [i for i, v in enumerate(group) if v == label]
+        parts = len({other[i] for i in members})
+        if parts > 1:
+            brute.append({"group": label, "mentions": members, "parts": parts})
+    brute.sort(key=lambda e: (-e["parts"], -len(e["mentions"]), e["mentions"][0]))
+    assert _worst(g, o, top) == brute[:top]

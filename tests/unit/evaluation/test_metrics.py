@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy.typing import NDArray
 from sklearn import metrics as skm
 
 from er.evaluation import (
@@ -153,3 +154,81 @@ def test_best_level_f1_one_pass_equals_cutting_every_level(n: int, seed: int, al
     fast = best_level_f1(h, y)
     slow = _best_level_f1_by_cuts(h, y)
     assert fast[0] == pytest.approx(slow[0], abs=1e-12) and fast[1] == slow[1]
+
+
+def _dense_ceaf_sim(gold: list[int], pred: list[int]) -> float:
+    """Oracle: CEAF-e's phi_4 table filled densely by brute force, aligned by scipy's
+    dense Hungarian solver (not the code under test's sparse matching)."""
+    from scipy.optimize import linear_sum_assignment
+
+    gs, ps = sorted(set(gold)), sorted(set(pred))
+    phi = np.zeros((len(gs), len(ps)))
+    for i, g in enumerate(gs):
+        K = {k for k, v in enumerate(gold) if v == g}
+        for j, p in enumerate(ps):
+            R = {k for k, v in enumerate(pred) if v == p}
+            phi[i, j] = 2 * len(K & R) / (len(K) + len(R))
+    rows, cols = linear_sum_assignment(phi, maximize=True)
+    return float(phi[rows, cols].sum())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    gold=st.lists(st.integers(0, 12), min_size=1, max_size=60),
+    data=st.data(),
+)
+def test_ceaf_e_sparse_alignment_equals_dense_hungarian(
+    gold: list[int], data: st.DataObject
+) -> None:
+    # Wide label ranges on both sides reach the hard cases: chains of clusters that
+    # overlap two of the other side, one-sided giants, many singletons.
+    pred = data.draw(st.lists(st.integers(0, 15), min_size=len(gold), max_size=len(gold)))
+    sim = _dense_ceaf_sim(gold, pred)
+    p, r, _ = ceaf_e(gold, pred)
+    assert p == pytest.approx(sim / len(set(pred)), abs=1e-12)
+    assert r == pytest.approx(sim / len(set(gold)), abs=1e-12)
+
+
+def _chained_split(n_gold: int, seed: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Gold entities of 2-3 points; 10% of points move to a part shared by two
+    neighbouring entities, so the alignment has real choices."""
+    rng = np.random.default_rng(seed)
+    gold = np.r_[np.repeat(np.arange(n_gold), 2), rng.integers(0, n_gold, n_gold // 2)]
+    pred = gold.copy()
+    moved = rng.random(gold.size) < 0.1
+    pred[moved] = n_gold + gold[moved] // 2
+    return gold, pred
+
+
+def test_ceaf_e_chained_splits_equal_dense_hungarian() -> None:
+    from scipy.optimize import linear_sum_assignment
+
+    gold, pred = _chained_split(1_500, seed=1)
+    C = contingency_matrix(gold, pred).toarray().astype(np.float64)
+    phi = 2 * C / (C.sum(axis=1)[:, None] + C.sum(axis=0)[None, :])
+    rows, cols = linear_sum_assignment(phi, maximize=True)
+    sim = phi[rows, cols].sum()
+    assert ceaf_e(gold, pred)[:2] == pytest.approx((sim / C.shape[1], sim / C.shape[0]), abs=1e-12)
+
+
+def test_ceaf_e_where_a_dense_table_cannot_fit() -> None:
+    import tracemalloc
+
+    # 2,000,000 points, 800,000 gold and 1,200,000 predicted clusters: a dense float64
+    # table would take 800,000 x 1,200,000 x 8 B = 7.7 TB; the sparse one is ~2.4M cells.
+    gold, pred = _chained_split(800_000, seed=2)
+    tracemalloc.start()
+    p, r, f = ceaf_e(gold, pred)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 1 << 30
+    # Bounds that do not use the matching: the identity alignment (each entity with
+    # the part that kept its points) is feasible; no entity scores above 1.
+    n_pred = np.unique(pred).size
+    C = contingency_matrix(gold, pred).tocoo()
+    gs, ps = np.asarray(C.sum(axis=1)).ravel(), np.asarray(C.sum(axis=0)).ravel()
+    own = C.col == C.row
+    identity = (2.0 * C.data[own] / (gs[C.row[own]] + ps[C.col[own]])).sum()
+    assert identity / n_pred - 1e-12 <= p <= 800_000 / n_pred
+    assert r == pytest.approx(p * n_pred / 800_000)
+    assert f == pytest.approx(2 * p * r / (p + r))

@@ -152,7 +152,7 @@ CFG = FeaturizerConfig(fields=(FieldSpec("name"), FieldSpec("zip", encoder="exac
     [
         ({"name": "a"}, "field 'id': required field is missing"),
         ({"id": "1", "name": ["a"]}, "field 'name': expected string or number"),
-        ({"id": "1", "name": "x" * 1001}, "field 'name': longer than 1000 characters"),
+        ({"id": "1", "name": "x" * 70_000}, "record larger than 64 KiB"),
         ({"id": "1", "name": "bad \ud800"}, "field 'name': not valid UTF-8"),
         ({"id": "1", "name": "nul \x00"}, "field 'name': contains a NUL character"),
         ({"id": "1", "name": float("nan")}, "field 'name': non-finite number"),

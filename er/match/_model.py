@@ -1,0 +1,216 @@
+"""The pair model: Fellegi-Sunter log-odds over field comparison levels.
+
+For a candidate pair with comparison levels l_f (one per field), the match weight is
+
+    W = log2(prior / (1 - prior)) + sum_f log2(m_f[l_f] / u_f[l_f])
+
+where m_f[l] = P(level l | match) and u_f[l] = P(level l | non-match) (Fellegi and
+Sunter, 1969). A missing value (level 0) weighs 0. At the exact level the weight uses
+the value's own frequency instead of the field's average u (term-frequency
+adjustment): two records agreeing on a value v shared by a fraction tf(v) of records
+are a coincidence with probability about tf(v), so the exact weight becomes
+log2(m_f[exact] / tf(v)): a match on a rare surname counts more than on "Smith".
+The match probability is 2^W / (1 + 2^W).
+
+A model is frozen once trained and stored with the collection as JSON; the same
+pairs always get the same scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from er.match._compare import LADDERS, compare_field
+from er.match._table import FieldTable
+
+__all__ = ["FieldWeights", "PairModel"]
+
+MAX_TF_BONUS = 10.0  # bits a rare value may add over the field's average exact weight
+
+
+@dataclass(frozen=True)
+class FieldWeights:
+    """The trained parameters of one field.
+
+    Attributes
+    ----------
+    name, kind : str
+        Field name and type (a key of :data:`er.match.LADDERS`).
+    m, u : tuple of float, length n_levels
+        P(level | match) and P(level | non-match); index 0 (missing) is unused.
+    tf : mapping of str to float
+        Relative frequency of each value seen at least twice in the training sample.
+    tf_floor : float or None
+        Frequency of any other value (one over the non-missing training values);
+        None: no term-frequency adjustment for this field.
+    """
+
+    name: str
+    kind: str
+    m: tuple[float, ...]
+    u: tuple[float, ...]
+    tf: Mapping[str, float] = field(default_factory=dict)
+    tf_floor: float | None = None
+
+    def level_weights(self) -> NDArray[np.float64]:
+        """(n_levels,) log2(m / u) per level; 0 for missing."""
+        w = np.log2(np.asarray(self.m, np.float64) / np.asarray(self.u, np.float64))
+        w[0] = 0.0
+        return np.asarray(w, np.float64)
+
+    def tf_bonus(self, values: Sequence[str]) -> NDArray[np.float64]:
+        """(len(values),) bits added at the exact level for each value:
+        log2(u[exact] / tf(value)), within +-MAX_TF_BONUS."""
+        if self.tf_floor is None:
+            return np.zeros(len(values))
+        floor = self.tf_floor
+        tf = np.array([self.tf.get(v, floor) for v in values], np.float64)
+        bonus = np.log2(self.u[-1] / np.maximum(tf, floor))
+        return np.clip(bonus, -MAX_TF_BONUS, MAX_TF_BONUS)
+
+
+@dataclass(frozen=True)
+class PairModel:
+    """A frozen Fellegi-Sunter model over typed fields.
+
+    Attributes
+    ----------
+    fields : tuple of FieldWeights
+    prior : float
+        P(match) for a candidate pair (the candidate generator's precision).
+    version : int
+        1 for a collection's first model; each retraining adds one.
+    method : {"em", "gold", "prior"}
+        m estimated without labels (EM), counted from gold labels, or the starting m
+        where EM found no plausible fit (u is estimated in every case).
+    n_train : int
+        Records in the training sample.
+    """
+
+    fields: tuple[FieldWeights, ...]
+    prior: float
+    version: int = 1
+    method: str = "em"
+    n_train: int = 0
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    def levels(
+        self, table: FieldTable, left: NDArray[np.int64], right: NDArray[np.int64]
+    ) -> NDArray[np.int8]:
+        """(p, n_fields) comparison level of each pair in each field."""
+        codes = table.codes
+        out = np.empty((left.size, len(self.fields)), np.int8)
+        for f, fw in enumerate(self.fields):
+            out[:, f] = compare_field(
+                fw.kind,
+                table.vocab[f],
+                codes[left, f].astype(np.int64),
+                codes[right, f].astype(np.int64),
+            )
+        return out
+
+    def weights(
+        self, table: FieldTable, left: NDArray[np.int64], right: NDArray[np.int64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.int8]]:
+        """Per-field weights (bits) of each pair, and the levels behind them.
+
+        Returns
+        -------
+        weights : ndarray of float64, shape (p, n_fields)
+        levels : ndarray of int8, shape (p, n_fields)
+        """
+        levels = self.levels(table, left, right)
+        out = np.empty(levels.shape, np.float64)
+        codes = table.codes
+        for f, fw in enumerate(self.fields):
+            out[:, f] = fw.level_weights()[levels[:, f]]
+            exact = np.flatnonzero(levels[:, f] == len(fw.m) - 1)
+            if exact.size and fw.tf_floor is not None:  # each distinct value looked up once
+                values, at = np.unique(codes[left[exact], f], return_inverse=True)
+                bonus = fw.tf_bonus([table.vocab[f][c] for c in values])
+                out[exact, f] += bonus[at.ravel()]
+        return out, levels
+
+    def match_weight(
+        self, table: FieldTable, left: NDArray[np.int64], right: NDArray[np.int64]
+    ) -> NDArray[np.float64]:
+        """(p,) total match weight W in bits (module docstring)."""
+        w, _ = self.weights(table, left, right)
+        return np.asarray(_logit2(self.prior) + w.sum(axis=1), np.float64)
+
+    def probability(
+        self, table: FieldTable, left: NDArray[np.int64], right: NDArray[np.int64]
+    ) -> NDArray[np.float64]:
+        """(p,) match probability of each pair."""
+        return 1.0 / (1.0 + np.exp2(-self.match_weight(table, left, right)))
+
+    def explain(self, table: FieldTable, a: int, b: int) -> list[dict[str, Any]]:
+        """Each field's values, comparison level and weight for one pair (the model's
+        own reasons, as ``er query explain`` shows them)."""
+        w, lv = self.weights(table, np.array([a]), np.array([b]))
+        va, vb = table.values(a), table.values(b)
+        return [
+            {
+                "field": fw.name,
+                "type": fw.kind,
+                "a": va[fw.name],
+                "b": vb[fw.name],
+                "level": LADDERS[fw.kind].names[int(lv[0, f])],
+                "weight": float(w[0, f]),
+            }
+            for f, fw in enumerate(self.fields)
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form stored with the collection."""
+        return {
+            "prior": self.prior,
+            "version": self.version,
+            "method": self.method,
+            "n_train": self.n_train,
+            "fields": [
+                {
+                    "name": f.name,
+                    "kind": f.kind,
+                    "m": list(f.m),
+                    "u": list(f.u),
+                    "tf": dict(sorted(f.tf.items())),
+                    "tf_floor": f.tf_floor,
+                }
+                for f in self.fields
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> PairModel:
+        """Inverse of :meth:`to_json`."""
+        fields = tuple(
+            FieldWeights(
+                name=f["name"],
+                kind=f["kind"],
+                m=tuple(f["m"]),
+                u=tuple(f["u"]),
+                tf=dict(f["tf"]),
+                tf_floor=f["tf_floor"],
+            )
+            for f in doc["fields"]
+        )
+        return cls(
+            fields=fields,
+            prior=doc["prior"],
+            version=doc["version"],
+            method=doc["method"],
+            n_train=doc["n_train"],
+        )
+
+
+def _logit2(p: float) -> float:
+    return float(np.log2(p / (1.0 - p)))

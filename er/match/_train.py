@@ -1,0 +1,226 @@
+"""Training a pair model: u from random pairs, m and the prior by EM or from gold.
+
+Unsupervised (the default), as Fellegi-Sunter models are usually fitted in practice
+(Winkler 1988; Splink's documented procedure does the same):
+
+1. u_f: level frequencies over random record pairs of the training sample. Almost
+   every random pair is a non-match, so this estimates P(level | non-match) directly
+   and keeps EM from drifting towards whatever structure dominates the candidates.
+2. m_f and the prior: expectation-maximisation over the candidate pairs (the pairs
+   the ANN index proposes, as in production), u held fixed. Term frequencies are left
+   out of EM and applied at scoring time only.
+
+With gold labels, m_f is counted over candidate pairs of one gold entity, u_f over
+random pairs of different ones, and the prior is the matching share of candidates.
+Every count is smoothed by half a pair per level (Jeffreys), so an unseen level never
+weighs infinitely much.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from er.match._compare import LADDERS
+from er.match._model import FieldWeights, PairModel
+from er.match._table import FieldTable
+
+__all__ = ["random_pairs", "train_pair_model"]
+
+EM_ITERATIONS = 100
+# EM cannot find m when the training sample holds (almost) no duplicates, e.g. a
+# stream whose first records are all originals (FEBRL4): its "match" class then
+# swallows most candidates. Such a fit is refused for the starting m (exact agreement
+# likely for matches) with this prior; u stays estimated. On FEBRL1-4 that fallback
+# alone scores pairwise F1 >= 0.998 (bench/RESULTS.md, "Pair model").
+FALLBACK_PRIOR = 0.05
+M_PSEUDO_PAIRS = 10.0  # weight of the starting m in each M step (a Dirichlet prior)
+EM_TOLERANCE = 1e-6
+RANDOM_PAIRS = 200_000
+
+
+def random_pairs(n: int, count: int, seed: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Up to ``count`` distinct unordered pairs of distinct rows of 0..n-1 (seeded).
+
+    Returns
+    -------
+    left, right : ndarray of int64, shape (p,)
+        left < right.
+    """
+    if n < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    total = n * (n - 1) // 2
+    rng = np.random.default_rng(seed)
+    if total <= count:
+        i, j = np.triu_indices(n, 1)
+        return i.astype(np.int64), j.astype(np.int64)
+    a = rng.integers(0, n, 2 * count)
+    b = rng.integers(0, n, 2 * count)
+    keep = a != b
+    lo, hi = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep])
+    key = np.unique(lo * n + hi)[:count]
+    return key // n, key % n
+
+
+def train_pair_model(
+    table: FieldTable,
+    kinds: Sequence[str],
+    candidates: tuple[NDArray[np.int64], NDArray[np.int64]],
+    *,
+    gold: Sequence[object] | None = None,
+    seed: int = 0,
+    version: int = 1,
+) -> PairModel:
+    """Fit a pair model on the records of ``table``.
+
+    Parameters
+    ----------
+    table : FieldTable
+        Normalised values of the training records.
+    kinds : sequence of str
+        Type of each of the table's fields.
+    candidates : (left, right), ndarrays of int64, shape (p,)
+        Candidate pairs among the table's rows (the index's k nearest neighbours).
+    gold : sequence, length len(table), optional
+        Gold entity of each row: count m and u instead of estimating them.
+    seed : int
+        Seed of the random pairs behind u.
+    version : int
+        Version number the model carries.
+    """
+    protos = [_blank(name, kind) for name, kind in zip(table.fields, kinds, strict=True)]
+    proto = PairModel(fields=tuple(protos), prior=0.5)
+    left, right = candidates
+    cand_levels = proto.levels(table, left, right)
+    rl, rr = random_pairs(len(table), RANDOM_PAIRS, seed)
+    if gold is not None:
+        labels = np.unique(np.asarray(gold, dtype=object).astype(str), return_inverse=True)[1]
+        rand_match = labels[rl] == labels[rr]
+        rl, rr = rl[~rand_match], rr[~rand_match]
+    rand_levels = proto.levels(table, rl, rr)
+    u = [_frequencies(rand_levels[:, f], len(p.m)) for f, p in enumerate(protos)]
+    if gold is not None:
+        match = (labels[left] == labels[right]).astype(np.float64)
+        m = [_frequencies(cand_levels[:, f], len(p.m), match) for f, p in enumerate(protos)]
+        prior = float(np.clip(match.mean() if match.size else 0.5, 1e-4, 1 - 1e-4))
+        method = "gold"
+    else:
+        blank_m = [np.asarray(p.m) for p in protos]
+        m, prior = _em(cand_levels, blank_m, u)
+        method = "em"
+        if not _plausible(m, u, prior):
+            m, prior, method = blank_m, FALLBACK_PRIOR, "prior"
+    fields = tuple(
+        FieldWeights(
+            name=p.name,
+            kind=p.kind,
+            m=tuple(mf.tolist()),
+            u=tuple(uf.tolist()),
+            tf=tf,
+            tf_floor=floor,
+        )
+        for f, (p, mf, uf) in enumerate(zip(protos, m, u, strict=True))
+        for tf, floor in [_term_frequencies(table, f)]
+    )
+    return PairModel(fields, prior, version=version, method=method, n_train=len(table))
+
+
+def _blank(name: str, kind: str) -> FieldWeights:
+    """Starting m and u: the exact level most likely for matches (0.7), the close levels
+    next (0.2 between them, the closer more), far least (0.1); far most likely for
+    non-matches."""
+    n = LADDERS[kind].n_levels
+    m = np.zeros(n)
+    m[1] = 0.1
+    if n > 3:
+        closeness = np.arange(1, n - 2, dtype=np.float64)
+        m[2 : n - 1] = 0.2 * closeness / closeness.sum()
+        m[-1] = 0.7
+    else:
+        m[-1] = 0.9
+    u = np.full(n, 0.05 / max(n - 2, 1))
+    u[1] = 0.95
+    m[0] = u[0] = 1.0
+    return FieldWeights(name=name, kind=kind, m=tuple(m), u=tuple(u))
+
+
+def _plausible(m: list[NDArray[np.float64]], u: list[NDArray[np.float64]], prior: float) -> bool:
+    """A fit whose "match" class is one: in most fields exact agreement is evidence for
+    it (its weight above the far level's), and it is not every candidate.
+
+    Matches may be most of the candidates (entities of dozens of records: PATSTAT's
+    firms), so a prior above one half alone does not mean a collapsed fit.
+    """
+    better = [
+        np.log2(mf[-1] / uf[-1]) > np.log2(mf[1] / uf[1]) for mf, uf in zip(m, u, strict=True)
+    ]
+    return prior < 0.99 and sum(better) > len(better) / 2
+
+
+def _frequencies(
+    levels: NDArray[np.int8],
+    n_levels: int,
+    weight: NDArray[np.float64] | None = None,
+    pseudo: NDArray[np.float64] | None = None,
+) -> NDArray[np.float64]:
+    """(n_levels,) smoothed share of each non-missing level; index 0 set to 1.
+
+    ``pseudo`` adds prior counts per level (EM's pull towards its starting m)."""
+    w = np.ones(levels.size) if weight is None else weight
+    counts = np.bincount(levels, weights=w, minlength=n_levels)[:n_levels].astype(np.float64)
+    counts[0] = 0.0
+    counts[1:] += 0.5
+    if pseudo is not None:
+        counts[1:] += pseudo[1:]
+    out = counts / counts[1:].sum()
+    out[0] = 1.0
+    return np.asarray(out, np.float64)
+
+
+def _em(
+    levels: NDArray[np.int8], m0: list[NDArray[np.float64]], u: list[NDArray[np.float64]]
+) -> tuple[list[NDArray[np.float64]], float]:
+    """EM for m and the prior with u fixed.
+
+    Parameters
+    ----------
+    levels : ndarray of int8, shape (p, n_fields)
+    m0, u : list of ndarray, one (n_levels_f,) per field
+
+    Returns
+    -------
+    m : list of ndarray
+    prior : float
+    """
+    m = [x.copy() for x in m0]
+    pseudo = [M_PSEUDO_PAIRS * x / x[1:].sum() for x in m0]
+    prior = 0.5
+    if levels.shape[0] == 0:
+        return m, prior
+    for _ in range(EM_ITERATIONS):
+        w = np.log2(prior / (1 - prior)) + sum(
+            np.log2(m[f] / u[f])[levels[:, f]] * (levels[:, f] > 0) for f in range(len(m))
+        )
+        post = 1.0 / (1.0 + np.exp2(-np.clip(w, -60, 60)))
+        new_m = [_frequencies(levels[:, f], len(m[f]), post, pseudo[f]) for f in range(len(m))]
+        new_prior = float(np.clip(post.mean(), 1e-4, 1 - 1e-4))
+        shift = max(float(np.abs(a - b).max()) for a, b in zip(new_m, m, strict=True))
+        m, shift, prior = new_m, max(shift, abs(new_prior - prior)), new_prior
+        if shift < EM_TOLERANCE:
+            break
+    return m, prior
+
+
+def _term_frequencies(table: FieldTable, f: int) -> tuple[dict[str, float], float | None]:
+    """The field's value frequencies: values seen twice or more, and the floor."""
+    codes = table.codes[:, f]
+    present = codes[codes >= 0]
+    if present.size == 0:
+        return {}, None
+    counts = Counter(present.tolist())
+    n = float(present.size)
+    tf = {table.vocab[f][c]: k / n for c, k in counts.items() if k >= 2}
+    return tf, 1.0 / n

@@ -1,0 +1,201 @@
+"""A collection's config: defaults, the algorithm core it names, its featurizer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from er.cluster import MBSCC
+from er.exceptions import ConfigError
+from er.featurize import Featurizer, FeaturizerConfig, FieldTypes, infer_config
+from er.match import PairModel
+
+DEFAULT_CUT = 0.5  # entity cut for collections whose config names none
+
+# -- ingest and cluster (DESIGN §4 steps 1-2) ----------------------------------------------
+DEFAULT_ALGORITHM = "mbscc"
+# Entity cut of a collection scored by cosine (merges at linkage >= this score), chosen
+# once on FEBRL3 with the default featurizer (bench/RESULTS.md "Featurizer dimension and
+# entity cut"): pairwise F1 >= 0.998 from 0.40 to 0.50.
+DEFAULT_ENTITY_CUT = 0.45
+# Entity cut of a collection scored by its pair model: a match probability, which
+# means the same in every collection (issue #29).
+DEFAULT_PAIR_CUT = 0.5
+# How candidate pairs are scored: "pair_model" (typed fields, Fellegi-Sunter weights,
+# er.match; the default for records) or "cosine" (the vectors' cosine; the only choice
+# for precomputed embeddings, and what collections made before the pair model keep).
+SCORINGS = ("pair_model", "cosine")
+# LLAMA is a batch algorithm: the writer re-runs it over every point per batch (its
+# partial_fit), keeping node ids by point set; fine up to some tens of thousands.
+PIPELINE_ALGORITHMS = ("mbscc", "grinch", "llama")
+CONFIG_KEYS = ("featurizer", "algorithm", "params", "cut_threshold", "scoring", "field_types")
+
+
+def _make_core(algorithm: str, params: dict[str, Any]) -> Any:
+    """A fresh incremental core; one clear line for a bad name or parameter."""
+    from er.cluster import Grinch, Llama
+    from er.cluster._params import validate_params
+
+    if algorithm not in PIPELINE_ALGORITHMS:
+        raise ConfigError(
+            f"collection config: algorithm must be one of {PIPELINE_ALGORITHMS}. Got {algorithm!r}."
+        )
+    if not isinstance(params, dict):
+        raise ConfigError(f"collection config: params must be an object. Got {params!r}.")
+    cls = {"mbscc": MBSCC, "grinch": Grinch, "llama": Llama}[algorithm]
+    try:
+        core = cls(**params)
+    except TypeError as exc:
+        raise ConfigError(f"collection config: {algorithm} params: {exc}") from None
+    validate_params(core)
+    return core
+
+
+def new_collection_config(
+    records: Sequence[Any],
+    *,
+    id_field: str,
+    gold_field: str | None,
+    given: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A collection's config: the given keys, the rest defaulted (featurizer inferred).
+
+    Parameters
+    ----------
+    records : sequence
+        The first batch (the featurizer is inferred from its object records).
+    given : mapping, optional
+        Any of :data:`CONFIG_KEYS`; ``field_types`` may name some fields only (the rest
+        are inferred). The trained pair model is added by the writer (``pair_model``).
+    """
+    given = dict(given or {})
+    unknown = set(given) - set(CONFIG_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"collection config: unknown key(s) {sorted(unknown)}; known {CONFIG_KEYS}."
+        )
+    if "featurizer" in given:
+        featurizer = FeaturizerConfig.from_json(given["featurizer"])
+    else:
+        objects = [r for r in records if isinstance(r, Mapping)]
+        featurizer = infer_config(objects, id_field=id_field, gold_field=gold_field)
+    algorithm = given.get("algorithm", DEFAULT_ALGORITHM)
+    scoring = _scoring(given, featurizer)
+    params = given.get("params", _default_params(algorithm, scoring))
+    _make_core(algorithm, params)
+    default_cut = DEFAULT_PAIR_CUT if scoring == "pair_model" else DEFAULT_ENTITY_CUT
+    cut = given.get("cut_threshold", default_cut)
+    if isinstance(cut, bool) or not isinstance(cut, int | float):
+        raise ConfigError(f"collection config: cut_threshold must be a number. Got {cut!r}.")
+    out = {
+        "id_field": id_field,
+        "gold_field": gold_field,
+        "featurizer": featurizer.to_json(),
+        "algorithm": algorithm,
+        "params": params,
+        "cut_threshold": float(cut),
+        "scoring": scoring,
+    }
+    if scoring == "pair_model":
+        objects = [r for r in records if isinstance(r, Mapping)]
+        names = [f.name for f in featurizer.fields]
+        types = FieldTypes.infer(
+            objects, names, given.get("field_types"), featurizer.max_field_chars
+        )
+        out["field_types"] = types.to_json()
+    return out
+
+
+def _default_params(algorithm: str, scoring: str) -> dict[str, Any]:
+    """MBSCC on a pair model's probabilities links clusters by the mean probability of
+    the candidate pairs between them: a pair the index did not propose is no evidence,
+    where sparse average linkage counts it as a certain non-match and so cannot form an
+    entity of more records than the index returns neighbours (PATSTAT's firms; on the
+    hard people, pairwise recall 0.842 -> 0.982 at equal precision: bench/RESULTS.md,
+    "Entity resolution quality")."""
+    if algorithm == "mbscc" and scoring == "pair_model":
+        return {"linkage": "mean"}
+    return {}
+
+
+def _scoring(given: Mapping[str, Any], featurizer: FeaturizerConfig) -> str:
+    scoring = given.get("scoring", "cosine" if featurizer.vector_field else "pair_model")
+    if scoring not in SCORINGS:
+        raise ConfigError(f"collection config: scoring must be one of {SCORINGS}. Got {scoring!r}.")
+    if scoring == "pair_model" and featurizer.vector_field:
+        raise ConfigError(
+            "collection config: a precomputed-vector collection has no fields for a pair "
+            'model; use "scoring": "cosine".'
+        )
+    if "field_types" in given and scoring != "pair_model":
+        raise ConfigError('collection config: field_types apply to "scoring": "pair_model".')
+    return str(scoring)
+
+
+def field_types(config: Mapping[str, Any]) -> FieldTypes | None:
+    """The collection's typed fields, or None for a cosine-scored collection."""
+    if config.get("scoring") != "pair_model":
+        return None
+    fc = FeaturizerConfig.from_json(config["featurizer"])
+    return FieldTypes(dict(config["field_types"]), max_chars=fc.max_field_chars)
+
+
+def stored_model(config: Mapping[str, Any]) -> PairModel | None:
+    """The collection's current pair model (None until the writer trained one)."""
+    doc = config.get("pair_model")
+    return None if doc is None else PairModel.from_json(doc)
+
+
+def _settle_config(
+    coll: Any, records: Sequence[Any], id_field: str, gold_field: str | None, given: Any
+) -> dict[str, Any]:
+    """The collection's stored config, created from this batch on first ingest."""
+    if not coll.config.get("featurizer"):
+        coll.config = new_collection_config(
+            records, id_field=id_field, gold_field=gold_field, given=given
+        )
+        created: dict[str, Any] = coll.config
+        return created
+    stored: dict[str, Any] = coll.config
+    if stored.get("id_field") != id_field:
+        raise ConfigError(
+            f"collection {coll.name!r} takes its ids from field {stored.get('id_field')!r}, "
+            f"not {id_field!r}; pass --id-field {stored.get('id_field')}."
+        )
+    if given:
+        fresh = new_collection_config(
+            records, id_field=id_field, gold_field=gold_field, given=given
+        )
+        differs = [k for k in given if not _same(k, given[k], fresh.get(k), stored.get(k))]
+        if differs:
+            raise ConfigError(
+                f"collection {coll.name!r} already has a config that differs in {differs}; "
+                "a collection keeps its config (use a new collection"
+                + ("; change its entity cut with er cut)." if "cut_threshold" in differs else ").")
+            )
+    return stored
+
+
+def _same(key: str, given: Any, fresh: Any, stored: Any) -> bool:
+    """Whether a given config value agrees with the stored one (field types: the ones
+    named agree; the rest were inferred from another batch)."""
+    if key == "field_types" and isinstance(given, Mapping) and isinstance(stored, Mapping):
+        return all(stored.get(name) == kind for name, kind in given.items())
+    return bool(fresh == stored)
+
+
+_FEATURIZERS: dict[str, Featurizer] = {}
+
+
+def _featurizer(config: Mapping[str, Any]) -> Featurizer:
+    """One featurizer per config per process (its token cache only saves work)."""
+    key = json.dumps(config["featurizer"], sort_keys=True)
+    if key not in _FEATURIZERS:
+        _FEATURIZERS[key] = Featurizer(FeaturizerConfig.from_json(config["featurizer"]))
+    return _FEATURIZERS[key]
+
+
+def _safe(name: str) -> str:
+    """A collection name as a folder name (hex-escaped beyond [A-Za-z0-9._-])."""
+    return "".join(c if c.isalnum() or c in "._-" else f"%{ord(c):02x}" for c in name)

@@ -1,0 +1,286 @@
+"""Evaluation runs (DESIGN §4 step 3): entities against gold labels, stored with a report."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy.orm import Session
+
+from er.evaluation import bcubed, coreference_report, cut_at_score, pairwise_prf
+from er.exceptions import ERError
+from er.match import FieldTable
+from er.pipeline.config import DEFAULT_CUT, _safe, field_types, stored_model
+from er.pipeline.partition import _hierarchy_from_store, entity_map
+from er.stores.graph import GraphStore
+from er.stores.graph._cypher import canned_query
+from er.stores.sql import (
+    Collection,
+    EvalRun,
+    eval_runs,
+    find_collection,
+    last_done_seq,
+    mentions_by_node,
+    refused_records,
+)
+
+
+# -- evaluation (DESIGN §4 step 3) ---------------------------------------------------------
+def evaluate_collection(
+    session: Session,
+    graph: GraphStore,
+    *,
+    collection: str,
+    reports_dir: Path,
+    as_of: int | None = None,
+) -> EvalRun:
+    """Score a collection's entities against its gold labels; store the run and its report.
+
+    The entities scored are the ones users receive: each mention's stored stable
+    entity as of one batch (``as_of``, default the newest batch marked done), the
+    partition ``er export entities`` gives, read as one consistent snapshot even while
+    batches are applied. Records refused at ingest are counted, and scored as their own
+    entities where the gold labels cover them (``*_all_records``). The report is written
+    as ``run-<id>.html`` and ``.json`` under ``reports_dir/<collection>/`` (temporary
+    file, then rename).
+
+    Raises
+    ------
+    ERError
+        If the collection does not exist, has nothing clustered yet, or has no gold
+        labels (no figures are made up then).
+    """
+    scored = score_collection(session, graph, collection=collection, as_of=as_of)
+    run = EvalRun(
+        collection_id=scored.coll.id,
+        algorithm=str(scored.coll.config.get("algorithm", "")),
+        params={"threshold": scored.metrics["threshold"]},
+        as_of_seq=int(scored.seq),
+        metrics=scored.metrics,
+    )
+    session.add(run)
+    session.flush()
+    leaves = (scored.known, scored.leaf_nodes)
+    run.report_path = str(
+        _write_report(session, run, scored.coll.id, collection, leaves, reports_dir)
+    )
+    return run
+
+
+@dataclass
+class Scored:
+    """One scoring of a collection: its row, the batch, the figures, and its leaves
+    (mention rows and node ids, in the hierarchy's leaf order)."""
+
+    coll: Any
+    seq: int
+    metrics: dict[str, Any]
+    known: list[Any]
+    leaf_nodes: list[int]
+
+
+def score_collection(
+    session: Session,
+    graph: GraphStore,
+    *,
+    collection: str,
+    as_of: int | None = None,
+    threshold: float | None = None,
+) -> Scored:
+    """Every figure of a collection against its gold labels, stored nowhere.
+
+    Parameters
+    ----------
+    threshold : float, optional
+        Score the hierarchy cut at this threshold instead of the stored entities: a
+        preview of another cut (``er eval --threshold``); nothing changes.
+    """
+    coll = find_collection(session, collection)
+    if coll is None:
+        raise ERError(f"no collection {collection!r}.")
+    seq = as_of if as_of is not None else last_done_seq(session, coll.id)
+    mentions = mentions_by_node(session, coll.id)
+    if seq is None or not mentions:
+        raise ERError(f"collection {collection!r} has no resolved batch to evaluate yet.")
+    if all(m["gold_entity"] is None for m in mentions.values()):
+        raise ERError(
+            f"collection {collection!r} has no gold labels (ingest them with --gold-field); "
+            "nothing to evaluate against."
+        )
+    hierarchy, node_ids = _hierarchy_from_store(graph.structure(collection, as_of=seq))
+    leaf_nodes = node_ids[: hierarchy.n_points]
+    known = [mentions.get(v) for v in leaf_nodes]
+    keep = np.array([m is not None and m["gold_entity"] is not None for m in known], bool)
+    if not keep.all():
+        raise ERError(
+            f"collection {collection!r}: {int((~keep).sum())} clustered mention(s) have no gold "
+            "label; evaluate a collection whose every mention has one."
+        )
+    # every m is a mention with a gold label (keep.all()): the filter only narrows the type
+    labels = [m["gold_entity"] for m in known if m is not None]
+    gold = np.array(labels, dtype=object).astype(str)
+    if threshold is None:  # score what users receive: the stored stable entities
+        pred = _stored_entities(graph, coll, collection, seq, leaf_nodes)
+        cut = float(coll.config.get("cut_threshold", DEFAULT_CUT))
+    else:  # a preview of another cut of the same hierarchy; nothing changes
+        pred, cut = None, float(threshold)
+    metrics = coreference_report(hierarchy, gold, threshold=cut, pred=pred)
+    metrics["entities_scored"] = "stored" if pred is not None else f"preview of cut {cut}"
+    metrics.update(_refused_figures(session, coll, gold, pred, hierarchy, cut))
+    return Scored(coll, int(seq), metrics, known, leaf_nodes)
+
+
+def _stored_entities(
+    graph: GraphStore, coll: Any, collection: str, seq: int, leaf_nodes: list[int]
+) -> NDArray[np.int64]:
+    """(n_leaves,) the entity of each leaf as of ``seq``: the partition ``er export
+    entities`` gives (:func:`er.pipeline.partition.entity_map`)."""
+    entity_of = entity_map(graph, collection, coll.config, seq)
+    missing = [v for v in leaf_nodes if v not in entity_of]
+    if missing:
+        raise ERError(
+            f"collection {collection!r}: {len(missing)} clustered mention(s) have no stored "
+            f"entity as of batch {seq}; evaluate a later batch."
+        )
+    return np.array([entity_of[v] for v in leaf_nodes], np.int64)
+
+
+def _refused_figures(
+    session: Session,
+    coll: Any,
+    gold: NDArray[Any],
+    pred: NDArray[np.int64] | None,
+    hierarchy: Any,
+    cut: float,
+) -> dict[str, Any]:
+    """Records refused at ingest: how many, and the figures over every record when the
+    gold labels cover them (each refused record its own entity: er resolved nothing for
+    it). ``pairwise_prf_at_cut`` and ``bcubed_at_cut`` stay over accepted mentions."""
+    gold_field = coll.config.get("gold_field")
+    refused = refused_records(session, coll.id)
+    labels = [
+        str(r[gold_field])
+        for r in refused
+        if gold_field and isinstance(r, dict) and r.get(gold_field) not in (None, "")
+    ]
+    out: dict[str, Any] = {"refused": len(refused), "refused_with_gold": len(labels)}
+    if not labels:
+        return out
+    base = cut_at_score(hierarchy, cut) if pred is None else pred
+    pred_all = np.r_[np.unique(base, return_inverse=True)[1].ravel(), -1 - np.arange(len(labels))]
+    gold_all = np.r_[gold, np.array(labels, dtype=object).astype(str)]
+    out["pairwise_prf_all_records"] = list(pairwise_prf(gold_all, pred_all))
+    out["bcubed_all_records"] = list(bcubed(gold_all, pred_all))
+    return out
+
+
+def _excerpt(payload: Any, limit: int = 90) -> str:
+    fields = {k: v for k, v in (payload or {}).items() if k != "vector"}
+    text = json.dumps(fields, ensure_ascii=False) if fields else "(vector only)"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _write_report(
+    session: Session,
+    run: EvalRun,
+    collection_id: int,
+    collection: str,
+    leaves: tuple[list[Any], list[int]],
+    reports_dir: Path,
+) -> Path:
+    """Render the run's HTML (with the collection's earlier runs) and its JSON."""
+    from er.reports import render_report
+
+    history = [
+        {
+            "id": r.id,
+            "collection": collection,
+            "created_at": r.created_at,
+            "as_of_seq": r.as_of_seq,
+            "algorithm": r.algorithm,
+            "metrics": r.metrics,
+        }
+        for r in eval_runs(session, collection_id)
+    ]
+    known, nodes = leaves
+    excerpts, lineage = {}, {}
+    for err in run.metrics["false_merges"] + run.metrics["splits"]:
+        for i in err["mentions"]:
+            excerpts[i] = (known[i]["external_id"], _excerpt(known[i]["payload"]))
+        first = err["mentions"][0]
+        lineage[first] = (  # cypher-shell / Neo4j Browser parameters, then the query
+            f":param collection => {json.dumps(collection)};\n"
+            f":param id => {nodes[first]};\n:param as_of => {run.as_of_seq};\n"
+            + canned_query("ancestors")
+        )
+    coll = session.get(Collection, collection_id)
+    config = dict(coll.config) if coll is not None else {}
+    model = config.get("pair_model") if config.get("scoring") == "pair_model" else None
+    details = _error_details(run.metrics, known, config) if model is not None else {}
+    page = render_report(
+        history[-1], history, excerpts=excerpts, lineage=lineage, model=model, details=details
+    )
+    out = reports_dir / _safe(collection)
+    out.mkdir(parents=True, exist_ok=True)
+    html_path = out / f"run-{run.id}.html"
+    _write_atomic(html_path, page)
+    _write_atomic(out / f"run-{run.id}.json", json.dumps(history[-1], default=str, indent=1))
+    return html_path
+
+
+def _error_details(
+    metrics: Mapping[str, Any], known: list[Any], config: Mapping[str, Any]
+) -> dict[int, dict[str, Any]]:
+    """Per worst error: up to four of its records by normalised field, led by the pair
+    that shows the error (a false merge: two records of different gold entities; a
+    split: the two records the model found least alike), and the pair model's reasons
+    for that pair (what the report shows as a table)."""
+    types, model = field_types(config), stored_model(config)
+    if types is None or model is None:
+        return {}
+    out: dict[int, dict[str, Any]] = {}
+    for kind in ("false_merges", "splits"):
+        for err in metrics[kind]:
+            members = err["mentions"][:50]
+            batch = types.normalise([known[i]["payload"] or {} for i in members])
+            table = FieldTable(types.names)
+            table.add(batch.rows)
+            a, b = _telling_pair(kind, members, known, model, table)
+            shown = [a, b, *[k for k in range(len(members)) if k not in (a, b)][:2]]
+            out[err["mentions"][0]] = {
+                "fields": list(types.names),
+                "records": [
+                    {"id": known[members[k]]["external_id"], "values": table.values(k)}
+                    for k in shown
+                ],
+                "reasons": model.explain(table, a, b),
+                "probability": float(model.probability(table, np.array([a]), np.array([b]))[0]),
+            }
+    return out
+
+
+def _telling_pair(
+    kind: str, members: list[int], known: list[Any], model: Any, table: FieldTable
+) -> tuple[int, int]:
+    """Rows (into ``members``) of the pair that shows a false merge or a split."""
+    if len(members) < 2:
+        return 0, 0
+    if kind == "false_merges":
+        gold = [known[i]["gold_entity"] for i in members]
+        other = next((k for k, g in enumerate(gold) if g != gold[0]), 1)
+        return 0, other
+    left, right = np.triu_indices(len(members), 1)
+    weakest = int(np.argmin(model.probability(table, left, right)))
+    return int(left[weakest]), int(right[weakest])
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,142 @@
+"""The writer's state: what it checkpoints after every batch, and the copy it keeps.
+
+The checkpoint is a pickle of :class:`_State` with the big append-only matrices kept
+beside it as row logs (er/_checkpoint.py): write temp, then rename.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from er._checkpoint import RowLog, attach, detached, dump_temp, save_rows
+from er.entities import ArrayLedger, EntityLedger
+from er.exceptions import ERError
+from er.match import FieldTable, PairModel
+from er.pipeline.config import _make_core, _safe
+
+
+# -- the cluster writer --------------------------------------------------------------------
+@dataclass
+class _State:
+    """What a collection's writer checkpoints after every batch."""
+
+    seq: int  # the last batch whose delta reached the graph
+    core: Any
+    n_points: int = 0
+    ranges: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq -> point rows
+    ledger: ArrayLedger = field(default_factory=ArrayLedger)  # stable entity ids
+    index: Any = None  # the k-NN index (er.ann), created with the first batch
+    rows_saved: dict[str, int] = field(default_factory=dict)  # rows of each row log
+    # pair-model collections: every point's normalised fields, and the model that
+    # scored the last batch (the collection's stored model, or the one trained here
+    # on the first batch before the collection stored it)
+    table: FieldTable | None = None
+    model: PairModel | None = None
+
+
+NEAR_K = 3  # NEAR edges written per new mention: the evidence `er query explain` shows
+INDEX_BACKEND = "exact"  # see _BatchJob._neighbors: an approximate one needs per-seq saves
+
+
+def _checkpoint_path(state_dir: Path, collection: str) -> Path:
+    return state_dir / "collections" / _safe(collection) / "checkpoint.pkl"
+
+
+# The append-only matrices of the state, kept out of the pickle (er/_checkpoint.py).
+_ROW_LOGS = (
+    RowLog("points", ("core", "_knn", "X"), rows_attr="_n"),
+    RowLog("vectors", ("index", "_X"), rows_attr="_n"),
+)
+
+
+def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
+    """The last checkpoint, or a fresh core. The file is er's own (in the data dir)."""
+    if not path.exists():
+        return _State(seq=0, core=_make_core(config["algorithm"], dict(config["params"])))
+    with path.open("rb") as f:
+        state = pickle.load(f)  # er's own file under the data dir, never user input
+    if not isinstance(state, _State):
+        raise ERError(f"{path}: not an er checkpoint; move it away to rebuild the collection.")
+    if not hasattr(state, "ledger"):  # a checkpoint from before stable entity ids
+        state.ledger, state.index = ArrayLedger(), None
+    if isinstance(state.ledger, EntityLedger):  # from before the array ledger
+        state.ledger = ArrayLedger.from_ledger(state.ledger)
+    if not hasattr(state, "rows_saved"):  # from before the row logs: rows in the pickle
+        state.rows_saved = {}
+    for log in _ROW_LOGS:
+        if log.name in state.rows_saved:
+            attach(state, path, log, state.rows_saved[log.name])
+    return state
+
+
+def _prepare_state(path: Path, state: _State) -> Path:
+    """Append the new rows of the big matrices and write the pickle's temporary file;
+    return it for :func:`er._checkpoint.commit_temp`. Until then the old checkpoint
+    stands (its row counts ignore the rows appended past them)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    before = state.rows_saved
+    with detached(state, _ROW_LOGS) as rows:
+        for log in _ROW_LOGS:
+            if log.name in rows:
+                save_rows(path, log, rows[log.name], before.get(log.name, 0))
+        state.rows_saved = {name: X.shape[0] for name, X in rows.items()}
+        try:
+            return dump_temp(path, state)
+        except BaseException:
+            state.rows_saved = before
+            raise
+
+
+# The writer's state after its last run, per checkpoint, with the checkpoint file's
+# identity then; the next run of the same process starts from it instead of reading
+# the checkpoint again (n x d vectors), unless another process wrote a newer one.
+_KEPT: dict[Path, tuple[tuple[int, int, int], _State]] = {}
+_KEEP_AT_MOST = 4  # collections whose state a worker keeps in memory
+
+
+def _file_id(path: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime ns, size): every save renames a new file over the old one."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _take_state(path: Path, config: Mapping[str, Any]) -> _State:
+    """The state this process kept after its last run if the checkpoint is still the
+    one it wrote; else the checkpoint. Taken out: an error mid-run leaves nothing kept."""
+    kept = _KEPT.pop(path, None)
+    if kept is not None and kept[0] == _file_id(path):
+        return kept[1]
+    return _load_state(path, config)
+
+
+def _keep_state(path: Path, state: _State) -> None:
+    """Keep ``state``, which equals the checkpoint just written, for the next run."""
+    file_id = _file_id(path)
+    if file_id is None:
+        return
+    _KEPT[path] = (file_id, state)
+    while len(_KEPT) > _KEEP_AT_MOST:
+        del _KEPT[next(iter(_KEPT))]
+
+
+def _point_nodes(estimator: Any, n: int) -> NDArray[np.int64]:
+    """(n,) the delta's node id of each input point.
+
+    Batch cores number points ``0..n-1``; MBSCC keeps stable ids (``node_ids_``) and
+    GRINCH its own leaf ids (``leaf_ids_``).
+    """
+    for name in ("leaf_ids_", "node_ids_"):
+        ids = getattr(estimator, name, None)
+        if ids is not None:
+            return np.asarray(ids, dtype=np.int64)[:n]
+    return np.arange(n, dtype=np.int64)

@@ -1,0 +1,66 @@
+"""The process's store connections, opened once per settings, and SQL errors made transient."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+from er.exceptions import TransientStoreError
+from er.stores.graph import GraphStore
+
+_LOST_DATABASE = (OperationalError, InterfaceError)
+# Errors that leave a batch pending for the task's retry instead of failing it: a lost
+# store, or a task's soft time limit (celery raises billiard's exception in the task).
+_STORES: dict[tuple[str, str, str], tuple[Engine, GraphStore, contextlib.ExitStack]] = {}
+
+
+def _stores(settings: Any) -> tuple[Engine, GraphStore]:
+    """The process's engine and graph store for these settings, opened once.
+
+    A worker keeps its stores for its whole life (an embedded FalkorDB starts once,
+    the graph's indexes are ensured once); they close when the process exits.
+    """
+    from er.stores.graph import open_graph_store
+    from er.stores.sql import make_engine
+
+    key = (settings.sqlalchemy_url, settings.graph_url, str(settings.data_dir.resolve()))
+    if key not in _STORES:
+        stack = contextlib.ExitStack()
+        graph = stack.enter_context(
+            open_graph_store(
+                settings.graph_url,
+                data_dir=settings.data_dir,
+                graph_name=settings.graph_name,
+                user=settings.graph_user,
+                password=settings.graph_password,
+            )
+        )
+        graph.init_schema()  # idempotent; without the key index every write scans
+        engine = make_engine(settings.sqlalchemy_url)
+        stack.callback(engine.dispose)
+        atexit.register(stack.close)
+        _STORES[key] = (engine, graph, stack)
+    engine, graph, _ = _STORES[key]
+    return engine, graph
+
+
+def close_stores() -> None:
+    """Close the cached stores now (benchmarks, tests); the process exit does it anyway."""
+    while _STORES:
+        _, (_, _, stack) = _STORES.popitem()
+        stack.close()
+
+
+@contextlib.contextmanager
+def _transient_sql() -> Iterator[None]:
+    """A lost database connection is transient: the task retries it."""
+    try:
+        yield
+    except _LOST_DATABASE as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise TransientStoreError(f"database unavailable: {first}") from exc

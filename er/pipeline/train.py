@@ -1,0 +1,149 @@
+"""Training a collection's pair model (issue #29; DESIGN §4 step 2).
+
+The writer trains the first model on the collection's first batch, on the candidate
+pairs the index proposed for it, as production will see them; ``er train`` retrains on
+every mention so far as an explicit, versioned step. A model is frozen once trained:
+every later batch is scored by it until a retraining stores a newer version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from er.exceptions import ERError
+from er.match import FieldTable, PairModel, train_pair_model
+from er.pipeline.config import _featurizer, field_types, stored_model
+from er.stores.sql import Mention, find_collection, lock_collection
+
+TRAIN_SEED = 0  # of the random pairs behind u; fixed so that a replay trains alike
+
+
+def candidate_pairs(
+    idx: NDArray[np.int64], first: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Distinct unordered pairs (row first + r, idx[r, c]) of a batch's neighbour lists.
+
+    Parameters
+    ----------
+    idx : ndarray of int64, shape (b, k)
+        Global point indices, -1 for none.
+
+    Returns
+    -------
+    left, right : ndarray of int64, shape (p,)
+        left < right, sorted.
+    """
+    b, k = idx.shape
+    a = np.repeat(np.arange(first, first + b), k)
+    c = idx.ravel()
+    ok = c >= 0
+    lo, hi = np.minimum(a[ok], c[ok]), np.maximum(a[ok], c[ok])
+    n = int(max(hi.max(initial=0), first + b)) + 1
+    key = np.unique(lo * n + hi)
+    return key // n, key % n
+
+
+def train_on_batch(
+    table: FieldTable,
+    config: Mapping[str, Any],
+    idx: NDArray[np.int64],
+    first: int,
+    version: int = 1,
+) -> PairModel:
+    """A pair model trained on the table's records and one batch's candidate pairs."""
+    kinds = [config["field_types"][name] for name in table.fields]
+    pairs = candidate_pairs(idx, first)
+    return train_pair_model(table, kinds, pairs, seed=TRAIN_SEED, version=version)
+
+
+TRAIN_SAMPLE = 20_000  # mentions a retraining reads (the earliest): exact k-NN in blocks
+TRAIN_K = 10  # candidates per mention, as the writer's index proposes them
+
+
+def retrain(session: Session, *, collection: str, from_gold: bool = False) -> dict[str, Any]:
+    """Train a new version of a collection's pair model on its mentions so far and store
+    it with the collection (caller's transaction); batches from the next one on are
+    scored by it, earlier ones keep the scores they had.
+
+    Parameters
+    ----------
+    from_gold : bool
+        Count m and u from the mentions' gold labels instead of estimating them.
+
+    Returns
+    -------
+    dict
+        ``collection``, ``version``, ``method``, ``n_train``, ``prior``.
+    """
+    coll = find_collection(session, collection)
+    if coll is None:
+        raise ERError(f"no collection {collection!r}.")
+    types = field_types(coll.config)
+    if types is None:
+        raise ERError(f"collection {collection!r} is scored by cosine; it has no pair model.")
+    lock_collection(session, coll.id)
+    session.refresh(coll)
+    rows = session.execute(
+        select(Mention.payload, Mention.gold_entity)
+        .where(Mention.collection_id == coll.id)
+        .order_by(Mention.id)
+        .limit(TRAIN_SAMPLE)
+    ).all()
+    if len(rows) < 2:
+        raise ERError(f"collection {collection!r} has fewer than 2 mentions to train on.")
+    gold = [row[1] for row in rows]
+    if from_gold and any(g is None for g in gold):
+        raise ERError(f"collection {collection!r}: some mentions have no gold label.")
+    payloads: list[Mapping[str, Any]] = [row[0] for row in rows]
+    batch = types.normalise(payloads)
+    table = FieldTable(types.names)
+    table.add(batch.rows)
+    X = _featurizer(coll.config)([dict(zip(types.names, r, strict=True)) for r in batch.rows])
+    held = stored_model(coll.config)
+    model = train_pair_model(
+        table,
+        list(types.kinds),
+        exact_candidates(X, TRAIN_K),
+        gold=gold if from_gold else None,
+        seed=TRAIN_SEED,
+        version=(held.version if held is not None else 0) + 1,
+    )
+    coll.config = {**coll.config, "pair_model": model.to_json()}
+    return {
+        "collection": collection,
+        "version": model.version,
+        "method": model.method,
+        "n_train": model.n_train,
+        "prior": model.prior,
+    }
+
+
+def exact_candidates(
+    X: NDArray[np.float32], k: int, block: int = 2048
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Distinct unordered pairs of each row's k most similar rows (exact, in blocks).
+
+    Parameters
+    ----------
+    X : ndarray of float32, shape (n, d)
+        Unit rows.
+    """
+    n = X.shape[0]
+    k = min(k, n - 1)
+    parts = []
+    for start in range(0, n, block):
+        S = X[start : start + block] @ X.T
+        rows = np.arange(S.shape[0])
+        S[rows, start + rows] = -np.inf
+        top = np.argpartition(-S, k - 1, axis=1)[:, :k]
+        parts.append(candidate_pairs(top.astype(np.int64), start))
+    left = np.concatenate([p[0] for p in parts])
+    right = np.concatenate([p[1] for p in parts])
+    key = np.unique(left * n + right)
+    return key // n, key % n

@@ -1,0 +1,526 @@
+"""The cluster writer (DESIGN §4 step 2).
+
+One writer per collection takes the pending batches in sequence order under the
+collection's writer lock: it featurizes each batch, adds it to the k-NN index, steps
+the incremental core (MBSCC by default, GRINCH or LLAMA per collection) and the
+stable-entity ledger, applies the delta to the graph stamped with the batch seq,
+checkpoints the state (:mod:`er.pipeline.state`) and marks the batch done with
+timings per stage.
+
+Crash safety comes from the order of the cluster steps: the graph write is
+idempotent and stamped, the checkpoint records the last applied seq (it is prepared
+before the graph write starts, and made current only once that write succeeded), the
+SQL "done" comes last; the next batch's write starts only after that (the write runs
+beside the next batch's core step: :class:`_Lane`). A worker killed anywhere re-runs
+the batch from the previous checkpoint; the core is deterministic, so it computes the
+same delta, and applying it again changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from billiard.exceptions import SoftTimeLimitExceeded
+from numpy.typing import NDArray
+from sqlalchemy import Engine, update
+from sqlalchemy.orm import Session
+
+from er._checkpoint import commit_temp
+from er.ann import batch_neighbors, make_index
+from er.cluster import MBSCC
+from er.delta import ClusteringDelta
+from er.evaluation import cut_at_score
+from er.exceptions import ERError, TransientStoreError
+from er.featurize import NormalisedBatch
+from er.match import FieldTable, PairModel
+from er.pipeline.config import DEFAULT_CUT, _featurizer, field_types, stored_model
+from er.pipeline.state import (
+    INDEX_BACKEND,
+    NEAR_K,
+    _checkpoint_path,
+    _keep_state,
+    _load_state,
+    _point_nodes,
+    _prepare_state,
+    _State,
+    _take_state,
+)
+from er.pipeline.stores import _LOST_DATABASE
+from er.pipeline.train import train_on_batch
+from er.stores.graph import GraphStore
+from er.stores.sql import (
+    Batch,
+    Collection,
+    batch_mentions,
+    find_collection,
+    finish_batch,
+    pending_batches,
+    set_mention_nodes,
+    writer_lock,
+)
+
+logger = logging.getLogger(__name__)
+
+
+_ABANDON: tuple[type[BaseException], ...] = (
+    TransientStoreError,
+    *_LOST_DATABASE,
+    SoftTimeLimitExceeded,
+)
+
+
+def cluster_pending(
+    engine: Engine,
+    graph: GraphStore,
+    *,
+    collection: str,
+    state_dir: Path,
+    on_batch: Callable[[dict[str, Any]], None] | None = None,
+    budget_s: float | None = None,
+) -> list[dict[str, Any]]:
+    """Cluster a collection's pending batches in sequence order (the one writer).
+
+    Holds the collection's writer lock throughout; each batch commits on its own.
+    Running it again, or twice at once, applies nothing twice. A batch's graph write
+    runs in the graph database while the core steps on the next batch here
+    (:class:`_Lane`); its checkpoint and SQL "done" still come in sequence order,
+    after that write succeeded.
+
+    Parameters
+    ----------
+    budget_s : float, optional
+        Take no further batch once this many seconds have passed (the first is always
+        taken, and the ones taken finish); the rest stay pending for the next run, so
+        a worker's task stays well inside its time limit however long the backlog.
+
+    Returns
+    -------
+    list of dict
+        Per batch: ``batch_seq``, ``n_points``, ``timings`` (seconds per stage).
+    """
+    with Session(engine) as session:
+        coll = find_collection(session, collection)
+        if coll is None:
+            raise ERError(f"no collection {collection!r}.")
+        coll_id, config = coll.id, dict(coll.config)
+    if "featurizer" not in config:
+        raise ERError(f"collection {collection!r} was not made by er ingest; nothing to cluster.")
+    path = _checkpoint_path(state_dir, collection)
+    with writer_lock(engine, coll_id, state_dir / "locks"):
+        deadline = None if budget_s is None else time.monotonic() + budget_s
+        with Session(engine) as session:
+            pending = [(b.id, b.seq) for b in pending_batches(session, coll_id)]
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="er-graph-write") as pool:
+            lane = _Lane(path, config, _take_state(path, config), on_batch, pool)
+            for i, (batch_id, seq) in enumerate(pending):
+                if i and deadline is not None and time.monotonic() > deadline:
+                    break
+                lane.take(_BatchJob(engine, graph, collection, coll_id, config, batch_id, seq))
+            lane.settle()
+        _keep_state(path, lane.state)
+    return lane.reports
+
+
+@dataclass
+class _Pending:
+    """A stepped batch: its graph write (run by :meth:`_Lane.settle`) and its prepared
+    checkpoint, made current once that write succeeded."""
+
+    job: _BatchJob
+    rows: list[tuple[str, Any]]
+    timings: dict[str, float]
+    write: Callable[[], None]
+    tmp: Path  # the checkpoint's temporary file
+    running: Future[float] | None = None  # the write, once launched: its own seconds
+
+
+@dataclass
+class _Lane:
+    """The cluster loop of one collection, each batch's graph write beside the next
+    batch's clustering.
+
+    The graph database applies a delta in its own process on about one core, so
+    batch b's write runs while the worker steps the core for batch b+1. It starts
+    after b+1's index search: the search's BLAS threads and the database on the same
+    two cores slowed each other by 1.7-1.8x at 100k (bench/RESULTS.md). The durable
+    order is the sequential loop's: b's checkpoint is made current and b marked done
+    only after b's write succeeded, and before b+1's write starts; a crash anywhere
+    replays b from b-1's checkpoint. A write that fails for good fails its batch, and
+    b+1 is stepped again from the checkpoint.
+    """
+
+    path: Path
+    config: Mapping[str, Any]
+    state: _State
+    on_batch: Callable[[dict[str, Any]], None] | None
+    pool: ThreadPoolExecutor
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    pending: _Pending | None = None
+
+    def take(self, job: _BatchJob) -> None:
+        """Step ``job`` (the previous batch's write launched after its search); settle
+        the previous batch; leave this one pending.
+
+        Raises
+        ------
+        TransientStoreError, OperationalError, InterfaceError, SoftTimeLimitExceeded
+            (:data:`_ABANDON`) The batch stays pending; the task retries from the
+            checkpoint. Any other error marks the batch failed and the loop goes on.
+        """
+        timings: dict[str, float] = {}
+        outcome = self._step(job, timings)
+        if self.settle():  # the previous write failed: the state went back to its checkpoint
+            timings = {}
+            outcome = self._step(job, timings)
+        if isinstance(outcome, Exception):
+            if isinstance(outcome, _ABANDON):
+                raise outcome
+            self._failed(job, outcome)
+            return
+        rows, write = outcome
+        try:
+            if write is None:  # the checkpoint already holds it (a crash came before "done")
+                self._report(job.finish(self.state, rows, timings))
+                return
+            with _timed(timings, "checkpoint_s"):
+                tmp = _prepare_state(self.path, self.state)
+        except _ABANDON:
+            raise
+        except Exception as exc:  # e.g. a full disk
+            self._failed(job, exc)
+            return
+        self.pending = _Pending(job, rows, timings, write, tmp)
+
+    def _step(
+        self, job: _BatchJob, timings: dict[str, float]
+    ) -> tuple[list[tuple[str, Any]], Callable[[], None] | None] | Exception:
+        """The batch's rows and its graph write (None if already checkpointed), or the
+        error, which :meth:`take` handles once the previous batch is settled."""
+        try:
+            with _timed(timings, "sql_s"):  # reading the batch's mentions
+                rows, fresh = job.begin(self.state)
+            if not fresh:
+                return rows, None
+            if not rows:  # a batch of its own for a new entity cut (er.pipeline.cut)
+                self._launch()
+                return rows, job.recut(self.state, timings)
+            found = job.search(self.state, rows, timings)
+            self._launch()
+            return rows, job.cluster(self.state, rows, found, timings)
+        except Exception as exc:
+            return exc
+
+    def _launch(self) -> None:
+        """Start the pending batch's graph write in the background, once."""
+        if self.pending is not None and self.pending.running is None:
+            self.pending.running = self.pool.submit(_seconds, self.pending.write)
+
+    def settle(self) -> bool:
+        """Finish the pending batch: its write, its checkpoint, its "done".
+
+        Returns
+        -------
+        bool
+            True if the batch failed for good (it is marked failed and the state is the
+            checkpoint again). :data:`_ABANDON` errors propagate, the batch pending.
+        """
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return False
+        running = pending.running or self.pool.submit(_seconds, pending.write)
+        waited = time.perf_counter()
+        try:
+            spent = _written(running)
+            pending.timings["graph_wait_s"] = round(time.perf_counter() - waited, 6)
+            pending.timings["graph_s"] = round(spent, 6)
+            with _timed(pending.timings, "checkpoint_s"):
+                commit_temp(pending.tmp, self.path)
+            self._report(pending.job.finish(self.state, pending.rows, pending.timings))
+        except _ABANDON:
+            raise
+        except Exception as exc:
+            self._failed(pending.job, exc)
+            return True
+        return False
+
+    def _failed(self, job: _BatchJob, exc: Exception) -> None:
+        """Mark ``job``'s batch failed; the state goes back to the checkpoint."""
+        self._report(_fail(job.engine, job.batch_id, job.seq, job.collection, exc))
+        self.state = _load_state(self.path, self.config)  # the core may be half-stepped
+
+    def _report(self, report: dict[str, Any]) -> None:
+        self.reports.append(report)
+        if self.on_batch is not None:
+            self.on_batch(report)
+
+
+def _written(write: Future[float]) -> float:
+    """The background write's seconds, or its error. An error raised in this thread
+    while it waits (a task's soft time limit) first lets the write end: the batch's
+    fate is decided only once the graph holds it or not."""
+    try:
+        return write.result()
+    except BaseException:
+        if not write.done():
+            with contextlib.suppress(BaseException):
+                write.result()
+        raise
+
+
+def _fail(
+    engine: Engine, batch_id: int, seq: int, collection: str, exc: Exception
+) -> dict[str, Any]:
+    """Mark a batch failed with a one-line reason; later batches go on."""
+    reason = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+    logger.error("batch %d of %s failed: %s", seq, collection, reason, exc_info=exc)
+    with Session(engine) as session, session.begin():
+        finish_batch(session, batch_id, "failed", {}, reason)
+    return {"batch_seq": seq, "n_points": 0, "timings": {}, "error": reason}
+
+
+@dataclass
+class _BatchJob:
+    """One batch's steps: :meth:`begin` (its rows), :meth:`search` (featurize, index),
+    :meth:`cluster` (core, entities; returns its graph write) and :meth:`finish` (SQL
+    "done"); :class:`_Lane` orders them and the writes across batches."""
+
+    engine: Engine
+    graph: GraphStore
+    collection: str
+    coll_id: int
+    config: Mapping[str, Any]
+    batch_id: int
+    seq: int
+    nodes: list[int] | None = None  # the batch's mention node ids, once stepped
+    notes: dict[str, Any] | None = None  # values not read as their type, or cut
+    model: PairModel | None = None  # the pair model that scored the batch
+
+    def begin(self, state: _State) -> tuple[list[tuple[str, Any]], bool]:
+        """The batch's ``(external id, payload)`` rows, and whether ``state`` lacks it
+        (else a crash came after its checkpoint, before "done"); marks it running."""
+        fresh = self.seq > state.seq
+        with Session(self.engine) as session, session.begin():
+            rows = batch_mentions(session, self.coll_id, self.seq)
+            if fresh:
+                session.execute(
+                    update(Batch).where(Batch.id == self.batch_id).values(status="running")
+                )
+        return rows, fresh
+
+    def finish(
+        self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]
+    ) -> dict[str, Any]:
+        """Give the mentions their nodes and mark the batch done (the last step)."""
+        nodes = self.nodes
+        if nodes is None:  # not stepped here: the checkpoint holds the batch
+            first, stop = state.ranges.get(self.seq, (0, 0))
+            nodes = _point_nodes(state.core, stop)[first:stop].tolist()
+        exts = [ext for ext, _ in rows]
+        with Session(self.engine) as session, session.begin():
+            # before finish_batch stores the timings: the UPDATE and commit are not in it
+            with _timed(timings, "sql_s"):
+                set_mention_nodes(session, self.coll_id, dict(zip(exts, nodes, strict=True)))
+            if self.model is not None:
+                _store_model(session, self.coll_id, self.model)
+            finish_batch(session, self.batch_id, "done", timings, None, self.notes)
+        logger.info("batch %d of %s: %d points, %s", self.seq, self.collection, len(nodes), timings)
+        return {"batch_seq": self.seq, "n_points": len(nodes), "timings": timings}
+
+    def search(
+        self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]
+    ) -> _Found:
+        """Normalise and featurize the batch and add it to the index (``state.index``
+        advances); the batch's neighbours among all points."""
+        payloads = [payload for _, payload in rows]
+        types = field_types(self.config)
+        with _timed(timings, "featurize_s"):
+            if types is None:
+                X, batch = _featurizer(self.config)(payloads), None
+            else:  # typed fields: the vectors serve candidate recall on normalised values
+                batch = types.normalise(payloads)
+                records = [dict(zip(types.names, r, strict=True)) for r in batch.rows]
+                X = _featurizer(self.config)(records)
+        with _timed(timings, "index_s"):
+            idx, sim = self._neighbors(state, X)
+        return _Found(X, idx, sim, batch)
+
+    def cluster(
+        self,
+        state: _State,
+        rows: list[tuple[str, Any]],
+        found: _Found,
+        timings: dict[str, float],
+    ) -> Callable[[], None]:
+        """Score the candidates, step the core on them and the entity ledger on its
+        hierarchy; advance ``state``. Returns the write of the batch's delta to the
+        graph, for the caller to run."""
+        X, idx, sim = found.X, found.idx, found.sim
+        first = state.n_points
+        if found.batch is not None:
+            self.notes = found.batch.notes()
+            with _timed(timings, "score_s"):
+                sim = self._scored(state, found.batch, idx, first)
+        with _timed(timings, "cluster_s"):
+            if isinstance(state.core, MBSCC):
+                state.core.partial_fit(X, neighbors=(idx, sim))
+            else:
+                state.core.partial_fit(X)
+        stop = first + X.shape[0]
+        point_nodes = _point_nodes(state.core, stop)
+        nodes = point_nodes[first:stop]
+        self.nodes = nodes.tolist()
+        with _timed(timings, "entities_s"):
+            cut = float(self.config.get("cut_threshold", DEFAULT_CUT))
+            label = cut_at_score(state.core.hierarchy_, cut)
+            step = state.ledger.step_labels(self.seq, point_nodes, label)
+            near = _near_rows(point_nodes, first, idx, sim)
+        external = dict(zip(nodes.tolist(), (ext for ext, _ in rows), strict=True))
+        delta = state.core.delta_
+        state.seq, state.n_points = self.seq, stop
+        state.ranges[self.seq] = (first, stop)
+
+        def write() -> None:
+            self.graph.apply_delta(
+                self.collection, delta, self.seq, external_ids=external, entities=step, near=near
+            )
+
+        return write
+
+    def recut(self, state: _State, timings: dict[str, float]) -> Callable[[], None]:
+        """Re-derive the entities at the collection's (new) cut from the current
+        hierarchy; the ledger matches them to the current ones (a batch with no
+        mentions). Returns the graph write of the entity step alone."""
+        self.nodes = []
+        step = None
+        if state.n_points:
+            with _timed(timings, "entities_s"):
+                cut = float(self.config.get("cut_threshold", DEFAULT_CUT))
+                point_nodes = _point_nodes(state.core, state.n_points)
+                label = cut_at_score(state.core.hierarchy_, cut)
+                step = state.ledger.step_labels(self.seq, point_nodes, label)
+        state.seq = self.seq
+        state.ranges[self.seq] = (state.n_points, state.n_points)
+        delta = ClusteringDelta.empty(str(self.config.get("algorithm", "")))
+
+        def write() -> None:
+            self.graph.apply_delta(self.collection, delta, self.seq, entities=step)
+
+        return write
+
+    def _scored(
+        self, state: _State, batch: NormalisedBatch, idx: NDArray[np.int64], first: int
+    ) -> NDArray[np.float32]:
+        """(b, k) the pair model's match probability of each candidate pair, in place of
+        the vectors' cosine (DESIGN §4 step 2); 0 where ``idx`` is -1."""
+        if state.table is None:
+            state.table = FieldTable(list(self.config["field_types"]))
+        state.table.add(batch.rows)
+        model = _current_model(self.config, state)
+        if model is None:  # the collection's first batch: train on it (issue #29)
+            model = train_on_batch(state.table, self.config, idx, first)
+        state.model = model
+        self.model = model
+        b, k = idx.shape
+        left = np.repeat(np.arange(first, first + b), k)
+        right = idx.ravel()
+        ok = right >= 0
+        prob = np.zeros(left.size, np.float32)
+        prob[ok] = model.probability(state.table, left[ok], right[ok])
+        return prob.reshape(b, k)
+
+    def _neighbors(
+        self, state: _State, X: NDArray[np.float32]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        """Add the batch to the collection's k-NN index; its neighbours among all points.
+
+        The index is exact: it is pickled with the checkpoint, so a replayed batch
+        finds the same neighbours. (An approximate backend would have to be saved
+        per batch seq beside the checkpoint to replay exactly; at FEBRL sizes
+        ``auto`` would pick exact search anyway.) MBSCC takes these lists instead of
+        searching itself (``partial_fit(neighbors=)``; with exact lists the result
+        is the same), and the top ``NEAR_K`` become the mentions' NEAR edges.
+        """
+        if state.index is None:
+            state.index = make_index(INDEX_BACKEND, dim=X.shape[1])
+        k = max(int(getattr(state.core, "k", 0)), NEAR_K)
+        return batch_neighbors(state.index, X, k)
+
+
+@dataclass
+class _Found:
+    """What :meth:`_BatchJob.search` found: the batch's vectors, its neighbours among all
+    points and their cosine, and its normalised fields (pair-model collections)."""
+
+    X: NDArray[np.float32]  # (b, dim)
+    idx: NDArray[np.int64]  # (b, k) global point indices, -1 for none
+    sim: NDArray[np.float32]  # (b, k) cosine
+    batch: NormalisedBatch | None
+
+
+def _current_model(config: Mapping[str, Any], state: _State) -> PairModel | None:
+    """The model to score with: the collection's stored one, unless the state holds a
+    newer one (trained by this writer on the first batch, not yet stored)."""
+    stored = stored_model(config)
+    if state.model is None or (stored is not None and stored.version >= state.model.version):
+        return stored
+    return state.model
+
+
+def _store_model(session: Session, coll_id: int, model: PairModel) -> None:
+    """Keep ``model`` with the collection unless it already holds this version or newer."""
+    coll = session.get(Collection, coll_id)
+    if coll is None:
+        return
+    held = coll.config.get("pair_model")
+    if held is None or held.get("version", 0) < model.version:
+        coll.config = {**coll.config, "pair_model": model.to_json()}
+
+
+def _seconds(call: Callable[[], None]) -> float:
+    """Run ``call``; its wall time in seconds."""
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def _near_rows(
+    point_nodes: NDArray[np.int64],
+    first: int,
+    idx: NDArray[np.int64],
+    sim: NDArray[np.float32],
+) -> list[tuple[int, int, float]]:
+    """``(mention, neighbour, cosine)`` of each new point's ``NEAR_K`` nearest neighbours.
+
+    Parameters
+    ----------
+    idx, sim : ndarray, shape (b, k)
+        The batch's neighbours (global point indices, -1 for none) and similarities.
+    """
+    rows = []
+    for r in range(idx.shape[0]):
+        for j, s in zip(idx[r, :NEAR_K].tolist(), sim[r, :NEAR_K].tolist(), strict=True):
+            if j >= 0:
+                rows.append((int(point_nodes[first + r]), int(point_nodes[j]), float(s)))
+    return rows
+
+
+class _timed:
+    """Add the block's wall time to ``timings[key]``."""
+
+    def __init__(self, timings: dict[str, float], key: str) -> None:
+        self.timings, self.key = timings, key
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        spent = time.perf_counter() - self.started
+        self.timings[self.key] = round(self.timings.get(self.key, 0.0) + spent, 6)

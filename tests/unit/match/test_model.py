@@ -1,0 +1,116 @@
+"""The pair model against the Fellegi-Sunter formula by hand, EM against the model
+that generated the data, gold counts against brute force, and JSON round trips."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from er.match import FieldTable, FieldWeights, PairModel, train_pair_model
+from er.match._train import _em
+
+
+def _table() -> FieldTable:
+    t = FieldTable(["surname", "dob"])
+    t.add(
+        [
+            ["smith", "20001023"],
+            ["smith", "20001023"],
+            ["zyzzyva", "19681023"],
+            ["zyzzyva", "19681023"],
+            ["smyth", None],
+        ]
+    )
+    return t
+
+
+def _model() -> PairModel:
+    return PairModel(
+        fields=(
+            FieldWeights(
+                "surname",
+                "person_name",
+                m=(1, 0.05, 0.05, 0.1, 0.8),
+                u=(1, 0.9, 0.05, 0.04, 0.01),
+                tf={"smith": 0.04},
+                tf_floor=0.001,
+            ),
+            FieldWeights(
+                "dob", "date", m=(1, 0.02, 0.03, 0.05, 0.9), u=(1, 0.97, 0.01, 0.01, 0.01)
+            ),
+        ),
+        prior=0.1,
+    )
+
+
+def test_probability_is_the_fellegi_sunter_formula_by_hand() -> None:
+    t, model = _table(), _model()
+    left, right = np.array([0, 2, 0, 0]), np.array([1, 3, 4, 2])
+    p = model.probability(t, left, right)
+    prior = math.log2(0.1 / 0.9)
+    exact_dob = math.log2(0.9 / 0.01)
+    # smith: tf 0.04 replaces u = 0.01 at the exact level
+    smith = math.log2(0.8 / 0.04)
+    # zyzzyva: seen in no tf table -> the floor, 0.001 (a rare value)
+    zyzzyva = math.log2(0.8 / 0.001)
+    smyth = math.log2(0.05 / 0.05)  # smith/smyth: JW 0.893, same sound: "similar"
+    far_name, far_dob = math.log2(0.05 / 0.9), math.log2(0.02 / 0.97)  # 2000 vs 1968
+    want = [
+        prior + smith + exact_dob,
+        prior + zyzzyva + exact_dob,
+        prior + smyth,  # smyth has no date: no evidence either way
+        prior + far_name + far_dob,
+    ]
+    assert model.levels(t, left, right).tolist() == [[4, 4], [4, 4], [2, 0], [1, 1]]
+    assert p == pytest.approx([1 / (1 + 2.0**-w) for w in want], rel=1e-12)
+    assert p[1] > p[0]  # a match on a rare surname counts more than on "smith"
+
+
+def test_json_round_trip_scores_alike() -> None:
+    t, model = _table(), _model()
+    doc = json.loads(json.dumps(model.to_json()))
+    again = PairModel.from_json(doc)
+    left, right = np.array([0, 2, 0, 1]), np.array([1, 3, 4, 4])
+    assert np.array_equal(again.probability(t, left, right), model.probability(t, left, right))
+    assert again == model
+
+
+def test_em_recovers_the_model_that_generated_the_levels() -> None:
+    rng = np.random.default_rng(7)
+    m_true = [np.array([1, 0.1, 0.2, 0.7]), np.array([1, 0.05, 0.15, 0.3, 0.5])]
+    u_true = [np.array([1, 0.8, 0.15, 0.05]), np.array([1, 0.7, 0.2, 0.07, 0.03])]
+    prior, p = 0.25, 60_000
+    match = rng.random(p) < prior
+    levels = np.zeros((p, 2), np.int8)
+    for f in range(2):
+        for is_match, dist in ((True, m_true[f]), (False, u_true[f])):
+            rows = np.flatnonzero(match == is_match)
+            levels[rows, f] = 1 + rng.choice(dist.size - 1, rows.size, p=dist[1:])
+    # a third field independent given the class completes the identifiable model
+    m3, u3 = np.array([1, 0.15, 0.85]), np.array([1, 0.9, 0.1])
+    third = np.where(match, 1 + (rng.random(p) < 0.85), 1 + (rng.random(p) < 0.1))
+    levels = np.c_[levels, third].astype(np.int8)
+    start = [np.r_[1.0, np.full(d.size - 1, 1.0 / (d.size - 1))] for d in (*m_true, m3)]
+    m, got_prior = _em(levels, start, [*u_true, u3])
+    assert got_prior == pytest.approx(prior, abs=0.01)
+    for f, want in enumerate((*m_true, m3)):
+        assert m[f][1:] == pytest.approx(want[1:], abs=0.02)
+
+
+def test_gold_training_counts_m_over_matching_candidates() -> None:
+    t = FieldTable(["name"])
+    values = ["ann", "ann", "anne", "bob", "rob", "bob", "cy"]
+    gold = ["a", "a", "a", "b", "b", "c", "d"]
+    t.add([[v] for v in values])
+    left = np.array([0, 0, 1, 3, 3, 4])
+    right = np.array([1, 2, 2, 4, 5, 5])
+    model = train_pair_model(t, ["person_name"], (left, right), gold=gold)
+    lv = model.levels(t, left, right)[:, 0]
+    is_match = np.array([gold[a] == gold[b] for a, b in zip(left, right, strict=True)])
+    counts = np.bincount(lv[is_match], minlength=5).astype(float)[1:] + 0.5  # brute force
+    assert np.array(model.fields[0].m[1:]) == pytest.approx(counts / counts.sum())
+    assert model.prior == pytest.approx(is_match.mean())
+    assert model.method == "gold"
