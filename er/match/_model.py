@@ -82,7 +82,7 @@ class PairModel:
     ----------
     fields : tuple of FieldWeights
     prior : float
-        P(match) for a candidate pair (the candidate generator's precision).
+        P(match) for a random pair of the training sample (er.match._train).
     version : int
         1 for a collection's first model; each retraining adds one.
     method : {"em", "gold", "prior"}

@@ -6,12 +6,20 @@ Unsupervised (the default), as Fellegi-Sunter models are usually fitted in pract
 1. u_f: level frequencies over random record pairs of the training sample. Almost
    every random pair is a non-match, so this estimates P(level | non-match) directly
    and keeps EM from drifting towards whatever structure dominates the candidates.
-2. m_f and the prior: expectation-maximisation over the candidate pairs (the pairs
-   the ANN index proposes, as in production), u held fixed. Term frequencies are left
-   out of EM and applied at scoring time only.
+2. m_f and the prior: expectation-maximisation over every pair of the training sample,
+   u held fixed. The prior is P(match) for a *random* pair, the one u belongs with:
+   the candidates are chosen by the same fields the model compares, so a candidate's
+   P(match | levels) is any pair's with those levels. Pairs the index did not propose
+   are taken as non-matches (their posterior is ~0 under any sensible fit), so the
+   sums run over the candidates and the prior divides by all n(n-1)/2 pairs.
+   (Using the candidates' own match share as the prior with the random-pair u, as
+   er did first, counts every near non-match among the candidates as a match: on
+   PATSTAT that prior was 0.96 where the truth is 0.84, and Leipzig's 0.85 for 0.50;
+   bench/HISTORY.md.) Term frequencies are left out of EM and applied at scoring
+   time only.
 
 With gold labels, m_f is counted over candidate pairs of one gold entity, u_f over
-random pairs of different ones, and the prior is the matching share of candidates.
+random pairs of different ones, and the prior is the matching share of all pairs.
 Every count is smoothed by half a pair per level (Jeffreys), so an unseen level never
 weighs infinitely much.
 """
@@ -30,15 +38,17 @@ from er.match._table import FieldTable
 
 __all__ = ["random_pairs", "train_pair_model"]
 
-EM_ITERATIONS = 100
+EM_ITERATIONS = 300
 # EM cannot find m when the training sample holds (almost) no duplicates, e.g. a
-# stream whose first records are all originals (FEBRL4): its "match" class then
-# swallows most candidates. Such a fit is refused for the starting m (exact agreement
-# likely for matches) with this prior; u stays estimated. On FEBRL1-4 that fallback
-# alone scores pairwise F1 >= 0.998 (bench/RESULTS.md, "Pair model").
-FALLBACK_PRIOR = 0.05
+# stream whose first records are all originals (FEBRL4), or when one short field is
+# all it compares (Leipzig's affiliations, whose fit finds no matches at all). Such
+# a fit is refused for the starting m (exact agreement likely for matches) with a
+# prior of FALLBACK_DUPLICATES duplicate per record: 1 / (n - 1) for a random pair;
+# u stays estimated.
+FALLBACK_DUPLICATES = 1.0
 M_PSEUDO_PAIRS = 10.0  # weight of the starting m in each M step (a Dirichlet prior)
 EM_TOLERANCE = 1e-6
+MIN_PRIOR = 1e-12  # a random pair's match prior: 1e-12 is one in 2^40
 RANDOM_PAIRS = 200_000
 
 
@@ -102,17 +112,21 @@ def train_pair_model(
         rl, rr = rl[~rand_match], rr[~rand_match]
     rand_levels = proto.levels(table, rl, rr)
     u = [_frequencies(rand_levels[:, f], len(p.m)) for f, p in enumerate(protos)]
+    n = len(table)
+    total = max(n * (n - 1) // 2, 1)
     if gold is not None:
         match = (labels[left] == labels[right]).astype(np.float64)
         m = [_frequencies(cand_levels[:, f], len(p.m), match) for f, p in enumerate(protos)]
-        prior = float(np.clip(match.mean() if match.size else 0.5, 1e-4, 1 - 1e-4))
+        sizes = np.bincount(labels)
+        prior = _clip_prior(float((sizes * (sizes - 1) // 2).sum()) / total)
         method = "gold"
     else:
         blank_m = [np.asarray(p.m) for p in protos]
-        m, prior = _em(cand_levels, blank_m, u)
+        m, prior = _em(cand_levels, blank_m, u, total)
         method = "em"
-        if not _plausible(m, u, prior):
-            m, prior, method = blank_m, FALLBACK_PRIOR, "prior"
+        if not _plausible(m, u, prior, total):
+            fallback = _clip_prior(FALLBACK_DUPLICATES / max(n - 1, 1))
+            m, prior, method = blank_m, fallback, "prior"
     fields = tuple(
         FieldWeights(
             name=p.name,
@@ -147,17 +161,20 @@ def _blank(name: str, kind: str) -> FieldWeights:
     return FieldWeights(name=name, kind=kind, m=tuple(m), u=tuple(u))
 
 
-def _plausible(m: list[NDArray[np.float64]], u: list[NDArray[np.float64]], prior: float) -> bool:
+def _plausible(
+    m: list[NDArray[np.float64]], u: list[NDArray[np.float64]], prior: float, total: int
+) -> bool:
     """A fit whose "match" class is one: in most fields exact agreement is evidence for
-    it (its weight above the far level's), and it is not every candidate.
-
-    Matches may be most of the candidates (entities of dozens of records: PATSTAT's
-    firms), so a prior above one half alone does not mean a collapsed fit.
-    """
+    it (its weight above the far level's), it expects at least one matching pair in
+    the sample, and not half of all pairs."""
     better = [
         np.log2(mf[-1] / uf[-1]) > np.log2(mf[1] / uf[1]) for mf, uf in zip(m, u, strict=True)
     ]
-    return prior < 0.99 and sum(better) > len(better) / 2
+    return 1.0 <= prior * total and prior < 0.5 and sum(better) > len(better) / 2
+
+
+def _clip_prior(prior: float) -> float:
+    return float(np.clip(prior, MIN_PRIOR, 0.5))
 
 
 def _frequencies(
@@ -181,24 +198,34 @@ def _frequencies(
 
 
 def _em(
-    levels: NDArray[np.int8], m0: list[NDArray[np.float64]], u: list[NDArray[np.float64]]
+    levels: NDArray[np.int8],
+    m0: list[NDArray[np.float64]],
+    u: list[NDArray[np.float64]],
+    total: int | None = None,
 ) -> tuple[list[NDArray[np.float64]], float]:
     """EM for m and the prior with u fixed.
 
     Parameters
     ----------
     levels : ndarray of int8, shape (p, n_fields)
+        Levels of the candidate pairs.
     m0, u : list of ndarray, one (n_levels_f,) per field
+    total : int, optional
+        Number of pairs the candidates were drawn from, the rest taken as non-matches
+        (module docstring); None: the candidates are all the pairs.
 
     Returns
     -------
     m : list of ndarray
     prior : float
+        P(match) for one of the ``total`` pairs.
     """
     m = [x.copy() for x in m0]
     pseudo = [M_PSEUDO_PAIRS * x / x[1:].sum() for x in m0]
-    prior = 0.5
-    if levels.shape[0] == 0:
+    p = levels.shape[0]
+    total = p if total is None else max(total, p)
+    prior = _clip_prior(0.5 * p / max(total, 1))
+    if p == 0:
         return m, prior
     for _ in range(EM_ITERATIONS):
         w = np.log2(prior / (1 - prior)) + sum(
@@ -206,9 +233,11 @@ def _em(
         )
         post = 1.0 / (1.0 + np.exp2(-np.clip(w, -60, 60)))
         new_m = [_frequencies(levels[:, f], len(m[f]), post, pseudo[f]) for f in range(len(m))]
-        new_prior = float(np.clip(post.mean(), 1e-4, 1 - 1e-4))
+        new_prior = _clip_prior(float(post.sum()) / total)
         shift = max(float(np.abs(a - b).max()) for a, b in zip(new_m, m, strict=True))
-        m, shift, prior = new_m, max(shift, abs(new_prior - prior)), new_prior
+        # the prior's change relative to itself: it may be 1e-4 or 0.4
+        shift = max(shift, abs(new_prior - prior) / prior)
+        m, prior = new_m, new_prior
         if shift < EM_TOLERANCE:
             break
     return m, prior

@@ -112,5 +112,34 @@ def test_gold_training_counts_m_over_matching_candidates() -> None:
     is_match = np.array([gold[a] == gold[b] for a, b in zip(left, right, strict=True)])
     counts = np.bincount(lv[is_match], minlength=5).astype(float)[1:] + 0.5  # brute force
     assert np.array(model.fields[0].m[1:]) == pytest.approx(counts / counts.sum())
-    assert model.prior == pytest.approx(is_match.mean())
+    # the prior of a random pair: 3 + 1 matching pairs (entities a and b) of 7 * 6 / 2
+    assert model.prior == pytest.approx(4 / 21)
     assert model.method == "gold"
+
+
+def test_em_over_candidates_recovers_the_random_pair_prior() -> None:
+    """Candidates chosen by the levels themselves (as an index of the same fields
+    chooses them): EM over them, the other pairs taken as non-matches, finds the
+    generating prior of a random pair and m; u is the generating one."""
+    rng = np.random.default_rng(11)
+    m_true = [np.array([1, 0.05, 0.15, 0.8]), np.array([1, 0.1, 0.9]), np.array([1, 0.2, 0.8])]
+    u_true = [np.array([1, 0.9, 0.08, 0.02]), np.array([1, 0.95, 0.05]), np.array([1, 0.7, 0.3])]
+    total, prior = 2_000_000, 1e-3
+    match = rng.random(total) < prior
+    levels = np.zeros((total, 3), np.int8)
+    for f in range(3):
+        for is_match, dist in ((True, m_true[f]), (False, u_true[f])):
+            rows = np.flatnonzero(match == is_match)
+            levels[rows, f] = 1 + rng.choice(dist.size - 1, rows.size, p=dist[1:])
+    # the "index": pairs close in the first field or equal in the second
+    chosen = (levels[:, 0] >= 2) | (levels[:, 1] == 2)
+    assert match[~chosen].mean() < 0.01 * prior  # it misses few matches
+    assert match[chosen].mean() > 5 * prior  # and its share of matches is no prior
+    # er's starting m: agreement most likely for matches (_train._blank)
+    start = [np.array([1, 0.1, 0.2, 0.7]), np.array([1, 0.1, 0.9]), np.array([1, 0.1, 0.9])]
+    m, got = _em(levels[chosen], start, u_true, total)
+    assert got == pytest.approx(prior, rel=0.05)
+    # m within 0.07: the matches the index missed (2%) all sit at far levels, and the
+    # approximation (non-candidates are non-matches) shifts the close levels a little
+    for f, want in enumerate(m_true):
+        assert m[f][1:] == pytest.approx(want[1:], abs=0.07)
