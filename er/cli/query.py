@@ -92,6 +92,11 @@ def _print_model(model: dict[str, Any]) -> None:
         table.add_column(name, justify="right" if name.startswith("weight") else "left")
     for f in model["fields"]:
         table.add_row(f["field"], _cell(f["a"]), _cell(f["b"]), f["level"], f"{f['weight']:+.2f}")
+    if model.get("dependence_weight"):
+        # the pattern of agreements non-matches show together (households)
+        table.add_row(
+            "(fields agreeing together)", "", "", "", f"{model['dependence_weight']:+.2f}"
+        )
     table.add_row("prior", "", "", "", f"{model['prior_weight']:+.2f}")
     table.add_row("total", "", "", "", f"{model['match_weight']:+.2f}", style="bold")
     Console(width=120).print(table)

@@ -54,7 +54,7 @@ def cmd_model(args: argparse.Namespace) -> int:
     model = PairModel.from_json(doc)
     out(
         f"model v{model.version} ({model.method}, {model.n_train:,} mentions), "
-        f"prior {model.prior:.4f}; weights in bits per level:\n"
+        f"prior {model.prior:.3g}; weights in bits per level:\n"
     )
     for fw in model.fields:
         names = LADDERS[fw.kind].names
@@ -63,4 +63,10 @@ def cmd_model(args: argparse.Namespace) -> int:
         )
         tf = f"; {len(fw.tf):,} frequent values adjusted" if fw.tf else ""
         out(f"  {fw.name} ({fw.kind}): {levels}{tf}\n")
+    if model.dependence:
+        worst = min(model.dependence.values())
+        out(
+            f"  fields agreeing together: {len(model.dependence)} agreement patterns "
+            f"corrected (down to {worst:+.1f} bits), e.g. a household's\n"
+        )
     return 0

@@ -10,7 +10,9 @@ the value's own frequency instead of the field's average u (term-frequency
 adjustment): two records agreeing on a value v shared by a fraction tf(v) of records
 are a coincidence with probability about tf(v), so the exact weight becomes
 log2(m_f[exact] / tf(v)): a match on a rare surname counts more than on "Smith".
-The match probability is 2^W / (1 + 2^W).
+One more term, usually 0, corrects for fields that non-matches agree on together
+(a household's surname, address and phone): the bits of the pair's agreement
+pattern (er.match._dependence). The match probability is 2^W / (1 + 2^W).
 
 A model is frozen once trained and stored with the collection as JSON; the same
 pairs always get the same scores.
@@ -26,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from er.match._compare import LADDERS, compare_field
+from er.match._dependence import dependence_bits
 from er.match._table import FieldTable
 
 __all__ = ["FieldWeights", "PairModel"]
@@ -90,6 +93,9 @@ class PairModel:
         where EM found no plausible fit (u is estimated in every case).
     n_train : int
         Records in the training sample.
+    dependence : mapping of int to float
+        Bits added to pairs of each coarse agreement pattern that non-matches show far
+        more often than independent fields would (households; er.match._dependence).
     """
 
     fields: tuple[FieldWeights, ...]
@@ -97,6 +103,7 @@ class PairModel:
     version: int = 1
     method: str = "em"
     n_train: int = 0
+    dependence: Mapping[int, float] = field(default_factory=dict)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -142,9 +149,16 @@ class PairModel:
     def match_weight(
         self, table: FieldTable, left: NDArray[np.int64], right: NDArray[np.int64]
     ) -> NDArray[np.float64]:
-        """(p,) total match weight W in bits (module docstring)."""
-        w, _ = self.weights(table, left, right)
-        return np.asarray(_logit2(self.prior) + w.sum(axis=1), np.float64)
+        """(p,) total match weight W in bits (module docstring), with the dependence
+        correction of the pair's agreement pattern."""
+        w, levels = self.weights(table, left, right)
+        total = _logit2(self.prior) + w.sum(axis=1) + dependence_bits(self.dependence, levels)
+        return np.asarray(total, np.float64)
+
+    def dependence_weight(self, table: FieldTable, a: int, b: int) -> float:
+        """Bits the dependence correction adds to one pair (0 for most pairs)."""
+        levels = self.levels(table, np.array([a]), np.array([b]))
+        return float(dependence_bits(self.dependence, levels)[0])
 
     def probability(
         self, table: FieldTable, left: NDArray[np.int64], right: NDArray[np.int64]
@@ -176,6 +190,7 @@ class PairModel:
             "version": self.version,
             "method": self.method,
             "n_train": self.n_train,
+            "dependence": {str(k): v for k, v in sorted(self.dependence.items())},
             "fields": [
                 {
                     "name": f.name,
@@ -209,6 +224,8 @@ class PairModel:
             version=doc["version"],
             method=doc["method"],
             n_train=doc["n_train"],
+            # models stored before the correction have none
+            dependence={int(k): float(v) for k, v in doc.get("dependence", {}).items()},
         )
 
 

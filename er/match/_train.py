@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from er.match._compare import LADDERS
+from er.match._dependence import dependence_bits, field_blocks, fit_dependence
 from er.match._model import FieldWeights, PairModel
 from er.match._table import FieldTable
 
@@ -49,7 +50,12 @@ FALLBACK_DUPLICATES = 1.0
 M_PSEUDO_PAIRS = 10.0  # weight of the starting m in each M step (a Dirichlet prior)
 EM_TOLERANCE = 1e-6
 MIN_PRIOR = 1e-12  # a random pair's match prior: 1e-12 is one in 2^40
-RANDOM_PAIRS = 200_000
+# every pair of a first batch of 1,000: the dependence correction needs the rare
+# patterns (households) counted, not sampled away
+RANDOM_PAIRS = 500_000
+# EM and the dependence correction alternate: EM with the patterns corrected so far,
+# then the patterns recounted under its m and prior (er.match._dependence)
+DEPENDENCE_ROUNDS = 4
 
 
 def random_pairs(n: int, count: int, seed: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -114,19 +120,30 @@ def train_pair_model(
     u = [_frequencies(rand_levels[:, f], len(p.m)) for f, p in enumerate(protos)]
     n = len(table)
     total = max(n * (n - 1) // 2, 1)
+    blocks = field_blocks(kinds)
     if gold is not None:
         match = (labels[left] == labels[right]).astype(np.float64)
         m = [_frequencies(cand_levels[:, f], len(p.m), match) for f, p in enumerate(protos)]
         sizes = np.bincount(labels)
         prior = _clip_prior(float((sizes * (sizes - 1) // 2).sum()) / total)
+        # the random pairs hold no match here: every excess is non-match dependence
+        dependence = fit_dependence(rand_levels, cand_levels, match, m, u, 0.0, blocks)
         method = "gold"
     else:
         blank_m = [np.asarray(p.m) for p in protos]
-        m, prior = _em(cand_levels, blank_m, u, total)
+        m, prior, dependence = blank_m, 0.5, {}
+        for round_ in range(DEPENDENCE_ROUNDS):
+            offset = dependence_bits(dependence, cand_levels)
+            m, prior, post = _fit_em(cand_levels, blank_m, u, total, offset=offset, start=m)
+            # the first count judges patterns by the starting m: EM's first fit has
+            # taken the households for matches (their names and dates "disagree" in
+            # a third of its matches), and would explain them away
+            judge = blank_m if round_ == 0 else m
+            dependence = fit_dependence(rand_levels, cand_levels, post, judge, u, prior, blocks)
         method = "em"
         if not _plausible(m, u, prior, total):
             fallback = _clip_prior(FALLBACK_DUPLICATES / max(n - 1, 1))
-            m, prior, method = blank_m, fallback, "prior"
+            m, prior, method, dependence = blank_m, fallback, "prior", {}
     fields = tuple(
         FieldWeights(
             name=p.name,
@@ -139,7 +156,9 @@ def train_pair_model(
         for f, (p, mf, uf) in enumerate(zip(protos, m, u, strict=True))
         for tf, floor in [_term_frequencies(table, f)]
     )
-    return PairModel(fields, prior, version=version, method=method, n_train=len(table))
+    return PairModel(
+        fields, prior, version=version, method=method, n_train=n, dependence=dependence
+    )
 
 
 def _blank(name: str, kind: str) -> FieldWeights:
@@ -170,7 +189,7 @@ def _plausible(
     better = [
         np.log2(mf[-1] / uf[-1]) > np.log2(mf[1] / uf[1]) for mf, uf in zip(m, u, strict=True)
     ]
-    return 1.0 <= prior * total and prior < 0.5 and sum(better) > len(better) / 2
+    return prior * total >= 1.0 and prior < 0.5 and sum(better) > len(better) / 2
 
 
 def _clip_prior(prior: float) -> float:
@@ -203,6 +222,20 @@ def _em(
     u: list[NDArray[np.float64]],
     total: int | None = None,
 ) -> tuple[list[NDArray[np.float64]], float]:
+    """EM for m and the prior with u fixed (:func:`_fit_em` without its extras)."""
+    m, prior, _ = _fit_em(levels, m0, u, total)
+    return m, prior
+
+
+def _fit_em(
+    levels: NDArray[np.int8],
+    m0: list[NDArray[np.float64]],
+    u: list[NDArray[np.float64]],
+    total: int | None = None,
+    *,
+    offset: NDArray[np.float64] | None = None,
+    start: list[NDArray[np.float64]] | None = None,
+) -> tuple[list[NDArray[np.float64]], float, NDArray[np.float64]]:
     """EM for m and the prior with u fixed.
 
     Parameters
@@ -210,27 +243,35 @@ def _em(
     levels : ndarray of int8, shape (p, n_fields)
         Levels of the candidate pairs.
     m0, u : list of ndarray, one (n_levels_f,) per field
+        m0: the starting m, and the pull of each M step (M_PSEUDO_PAIRS pairs).
     total : int, optional
         Number of pairs the candidates were drawn from, the rest taken as non-matches
         (module docstring); None: the candidates are all the pairs.
+    offset : ndarray of float64, shape (p,), optional
+        Bits added to each pair's weight (the dependence correction).
+    start : list of ndarray, optional
+        Starting m other than m0 (a previous fit).
 
     Returns
     -------
     m : list of ndarray
     prior : float
         P(match) for one of the ``total`` pairs.
+    posterior : ndarray of float64, shape (p,)
+        Each candidate's match posterior under the returned fit.
     """
-    m = [x.copy() for x in m0]
+    m = [x.copy() for x in (start if start is not None else m0)]
     pseudo = [M_PSEUDO_PAIRS * x / x[1:].sum() for x in m0]
     p = levels.shape[0]
     total = p if total is None else max(total, p)
     prior = _clip_prior(0.5 * p / max(total, 1))
+    extra = np.zeros(p) if offset is None else offset
+    post = np.zeros(p)
     if p == 0:
-        return m, prior
+        return m, prior, post
     for _ in range(EM_ITERATIONS):
-        w = np.log2(prior / (1 - prior)) + sum(
-            np.log2(m[f] / u[f])[levels[:, f]] * (levels[:, f] > 0) for f in range(len(m))
-        )
+        w = np.log2(prior / (1 - prior)) + extra
+        w = w + sum(np.log2(m[f] / u[f])[levels[:, f]] * (levels[:, f] > 0) for f in range(len(m)))
         post = 1.0 / (1.0 + np.exp2(-np.clip(w, -60, 60)))
         new_m = [_frequencies(levels[:, f], len(m[f]), post, pseudo[f]) for f in range(len(m))]
         new_prior = _clip_prior(float(post.sum()) / total)
@@ -240,7 +281,7 @@ def _em(
         m, prior = new_m, new_prior
         if shift < EM_TOLERANCE:
             break
-    return m, prior
+    return m, prior, post
 
 
 def _term_frequencies(table: FieldTable, f: int) -> tuple[dict[str, float], float | None]:

@@ -125,6 +125,7 @@ def _model_reasons(config: Mapping[str, Any], a: Any, b: Any) -> dict[str, Any] 
         "version": model.version,
         "prior_weight": float(np.log2(model.prior / (1 - model.prior))),
         "fields": model.explain(table, 0, 1),
+        "dependence_weight": model.dependence_weight(table, 0, 1),
         "match_weight": float(model.match_weight(table, left, right)[0]),
         "probability": float(model.probability(table, left, right)[0]),
     }

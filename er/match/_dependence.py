@@ -1,0 +1,193 @@
+"""Dependent agreement among non-matches: the households a field-wise model merges.
+
+Fellegi-Sunter multiplies the fields' u as if two different people agreed on each
+field independently. They do not: two members of one household share a surname, an
+address, its suburb and postcode, often a phone and an e-mail domain. Under
+independence that pattern is about 2^-40 likely for a non-match; among random pairs of
+a real collection it is about 2^-15, and a model that believes the former calls every
+household one person. Worse, EM then explains the household pairs as matches, and
+learns that a match's date of birth or national id disagrees 20-25% of the time
+(counted from gold labels: 0.2-0.4%; ``bench/HISTORY.md``).
+
+The correction works on coarse agreement patterns (per field: missing, far, agree)
+over all fields at once. Among N random pairs of the training sample, a pattern seen
+c times is expected
+
+    mu = N * prior * m(pattern) + N * (1 - prior) * u_ind(pattern)
+
+times, m and u_ind being the model's own per-field probabilities multiplied. Where c
+exceeds mu far beyond chance (c > mu + 4 sqrt(mu) + 3) and matches explain under a
+tenth of c, the excess is non-match mass the independent u misses:
+
+    u(pattern) = (c - N * prior * m(pattern)) / (N * (1 - prior))
+
+and every pair with that pattern gets log2(u_ind / u) more bits (a negative number).
+Patterns seen too rarely to tell keep the independent u: the correction only ever
+uses evidence the sample holds.
+
+Matches have dependent errors too, and those must not be mistaken for non-matches: a
+person who moved disagrees on the address, suburb, postcode and state together; a
+record with given name and surname swapped disagrees on both. So m(pattern) treats the
+fields of a place (address, place, postcode, and category fields beside them) as one
+block and a record's person-name fields as another, each block's joint pattern counted
+over the candidates weighted by their match posterior; other fields multiply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["MISSING_FAR_AGREE", "field_blocks", "fit_dependence", "pattern_keys"]
+
+MISSING_FAR_AGREE = 3  # coarse symbols per field
+SIGNIFICANCE_Z = 4.0  # standard deviations (Poisson) a pattern's excess must exceed
+SIGNIFICANCE_MIN = 3.0  # and this many pairs
+MATCH_SHARE_MAX = 0.1  # matches explain less than this share of the pattern's count
+PLACE_KINDS = frozenset({"address", "place", "postcode"})
+
+
+def coarse(levels: NDArray[np.int8]) -> NDArray[np.int64]:
+    """(p, F) levels -> symbols 0 missing, 1 far, 2 agree (any close level or exact)."""
+    return np.minimum(levels.astype(np.int64), 2)
+
+
+def pattern_keys(levels: NDArray[np.int8]) -> NDArray[np.int64]:
+    """(p,) base-3 key of each pair's coarse pattern over all fields.
+
+    Parameters
+    ----------
+    levels : ndarray of int8, shape (p, F)
+        F <= 39 (keys fit in int64).
+    """
+    return _keys(coarse(levels))
+
+
+def _keys(symbols: NDArray[np.int64]) -> NDArray[np.int64]:
+    key = np.zeros(symbols.shape[0], np.int64)
+    for f in range(symbols.shape[1]):
+        key = key * MISSING_FAR_AGREE + symbols[:, f]
+    return key
+
+
+def field_blocks(kinds: Sequence[str]) -> list[list[int]]:
+    """Fields whose errors move together in matches: a place (its address, place and
+    postcode fields, with any category fields beside them, e.g. a state) and a person's
+    names (given name and surname, which records swap). Blocks of one field are none."""
+    place = [f for f, k in enumerate(kinds) if k in PLACE_KINDS]
+    if place:
+        place += [f for f, k in enumerate(kinds) if k == "category"]
+    names = [f for f, k in enumerate(kinds) if k == "person_name"]
+    return [sorted(b) for b in (place, names) if len(b) > 1]
+
+
+def fit_dependence(
+    random_levels: NDArray[np.int8],
+    candidate_levels: NDArray[np.int8],
+    posterior: NDArray[np.float64],
+    m: Sequence[NDArray[np.float64]],
+    u: Sequence[NDArray[np.float64]],
+    prior: float,
+    blocks: Sequence[Sequence[int]],
+) -> dict[int, float]:
+    """Bits to add for each coarse pattern the independent u underrates (module doc).
+
+    Parameters
+    ----------
+    random_levels : ndarray of int8, shape (N, F)
+        Levels of random pairs of the training sample.
+    candidate_levels : ndarray of int8, shape (p, F)
+        Levels of its candidate pairs.
+    posterior : ndarray of float64, shape (p,)
+        Their match posteriors under the current fit.
+    m, u : sequences of ndarray, one (n_levels_f,) per field
+    prior : float
+        P(match) for a random pair.
+    blocks : sequence of sequence of int
+        :func:`field_blocks`.
+
+    Returns
+    -------
+    dict
+        Pattern key -> bits (<= 0), for the corrected patterns only.
+    """
+    symbols = coarse(random_levels)
+    n_pairs = symbols.shape[0]
+    if n_pairs == 0:
+        return {}
+    keys, counts = np.unique(_keys(symbols), return_counts=True)
+    decoded = _decode(keys, symbols.shape[1])
+    present = (symbols > 0).mean(axis=0)
+    p_m = _pattern_probability(decoded, present, m, blocks, candidate_levels, posterior)
+    p_u = _pattern_probability(decoded, present, u, [], candidate_levels, posterior)
+    mu_match = n_pairs * prior * p_m
+    mu = mu_match + n_pairs * (1 - prior) * p_u
+    excess = counts > mu + SIGNIFICANCE_Z * np.sqrt(mu) + SIGNIFICANCE_MIN
+    unexplained = mu_match < MATCH_SHARE_MAX * counts
+    out: dict[int, float] = {}
+    for i in np.flatnonzero(excess & unexplained):
+        u_dep = (counts[i] - mu_match[i]) / (n_pairs * (1 - prior))
+        out[int(keys[i])] = float(np.log2(p_u[i] / u_dep))
+    return out
+
+
+def _decode(keys: NDArray[np.int64], n_fields: int) -> NDArray[np.int64]:
+    """(k, F) symbols of each key."""
+    out = np.empty((keys.size, n_fields), np.int64)
+    rest = keys.copy()
+    for f in range(n_fields - 1, -1, -1):
+        out[:, f] = rest % MISSING_FAR_AGREE
+        rest //= MISSING_FAR_AGREE
+    return out
+
+
+def _pattern_probability(
+    symbols: NDArray[np.int64],
+    present: NDArray[np.float64],
+    probs: Sequence[NDArray[np.float64]],
+    blocks: Sequence[Sequence[int]],
+    candidate_levels: NDArray[np.int8],
+    posterior: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """(k,) probability of each pattern: fields outside ``blocks`` independent (present
+    as among random pairs, then far or agree by ``probs``), each block's joint pattern
+    as among the candidates weighted by ``posterior``."""
+    in_block = {f for b in blocks for f in b}
+    out = np.ones(symbols.shape[0])
+    for f, p in enumerate(probs):
+        if f in in_block:
+            continue
+        by_symbol = np.array([1 - present[f], present[f] * p[1], present[f] * p[2:].sum()])
+        out *= by_symbol[symbols[:, f]]
+    for block in blocks:
+        joint = _joint(coarse(candidate_levels)[:, block], posterior)
+        out *= joint[_keys(symbols[:, block])]
+    return out
+
+
+def _joint(symbols: NDArray[np.int64], weight: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(3^B,) weighted share of each joint pattern of B fields, smoothed by one pair
+    spread over all patterns (per-pattern smoothing would swamp a small sample: a
+    block of six fields has 729 patterns, a first batch a few dozen matches)."""
+    size = MISSING_FAR_AGREE ** symbols.shape[1]
+    counts = np.bincount(_keys(symbols), weights=weight, minlength=size) + 1.0 / size
+    share: NDArray[np.float64] = counts / counts.sum()
+    return share
+
+
+def dependence_bits(
+    corrections: Mapping[int, float], levels: NDArray[np.int8]
+) -> NDArray[np.float64]:
+    """(p,) bits each pair gets from its pattern's correction (0 for most)."""
+    out = np.zeros(levels.shape[0])
+    if not corrections:
+        return out
+    known = np.array(sorted(corrections), np.int64)
+    bits = np.array([corrections[k] for k in known.tolist()])
+    keys = pattern_keys(levels)
+    pos = np.minimum(np.searchsorted(known, keys), known.size - 1)
+    hit = known[pos] == keys
+    out[hit] = bits[pos[hit]]
+    return out

@@ -1,0 +1,172 @@
+"""The dependence correction against populations generated with known households,
+matches that move, and independent non-matches: the oracle is the generator's own
+rates, not the code's estimates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from er.match import FieldTable, train_pair_model
+from er.match._dependence import (
+    dependence_bits,
+    field_blocks,
+    fit_dependence,
+    pattern_keys,
+)
+
+KINDS = ["person_name", "person_name", "date", "address", "postcode"]
+# coarse levels: 1 far, 2 agree (index 0, missing, unused)
+M = [np.array([1, 0.1, 0.9]), np.array([1, 0.1, 0.9]), np.array([1, 0.05, 0.95])]
+U = [np.array([1, 0.99, 0.01]), np.array([1, 0.995, 0.005]), np.array([1, 0.999, 0.001])]
+PLACE_M, PLACE_U = np.array([1, 0.2, 0.8]), np.array([1, 0.998, 0.002])
+HOUSEHOLD = [1, 2, 1, 2, 2]  # given name and birth date differ, the rest agree
+
+
+def _population(
+    n: int, prior: float, households: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Levels of n random pairs and whether each is a match. Matches: fields
+    independent, but a move changes address and postcode together (20%). Non-matches:
+    independent, except a share ``households`` with the household pattern."""
+    rng = np.random.default_rng(seed)
+    kind = rng.choice(3, n, p=[prior, households, 1 - prior - households])
+    levels = np.empty((n, 5), np.int8)
+    for f in range(3):
+        levels[:, f] = np.where(
+            kind == 0, 1 + (rng.random(n) < M[f][2]), 1 + (rng.random(n) < U[f][2])
+        )
+    moved = rng.random(n) < PLACE_M[1]
+    other = 1 + (rng.random((n, 2)) < PLACE_U[2])
+    levels[:, 3:] = np.where((kind == 0)[:, None], np.where(moved, 1, 2)[:, None], other)
+    levels[kind == 1] = HOUSEHOLD
+    return levels, kind == 0
+
+
+def _key(pattern: list[int]) -> int:
+    return int(pattern_keys(np.array([pattern], np.int8))[0])
+
+
+def test_households_are_corrected_to_their_generated_rate() -> None:
+    n, prior, households = 500_000, 1e-3, 2e-3
+    random_levels, _ = _population(n, prior, households, seed=1)
+    cand, is_match = _population(200_000, 0.05, 0.02, seed=2)  # an index's candidates
+    keep = is_match | (cand == HOUSEHOLD).all(axis=1)
+    cand, post = cand[keep], is_match[keep].astype(float)
+    m = [*M, PLACE_M, PLACE_M]
+    u = [*U, PLACE_U, PLACE_U]
+    bits = fit_dependence(random_levels, cand, post, m, u, prior, field_blocks(KINDS))
+
+    u_ind = np.prod([u[f][s] for f, s in enumerate(HOUSEHOLD)])
+    want = np.log2(u_ind / households)  # the generator's own household rate
+    assert bits[_key(HOUSEHOLD)] == pytest.approx(want, abs=0.2)
+    assert want < -15  # independence underrates households 30,000-fold
+    # a match agreeing everywhere, and a match that moved, are matches' patterns
+    assert _key([2, 2, 2, 2, 2]) not in bits
+    assert _key([2, 2, 2, 1, 1]) not in bits
+    assert all(b < 0 for b in bits.values())
+
+
+def test_bits_are_added_by_pattern_and_zero_elsewhere() -> None:
+    corrections = {_key(HOUSEHOLD): -30.0, _key([1, 1, 1, 1, 1]): -0.5}
+    levels = np.array([HOUSEHOLD, [2, 2, 2, 2, 2], [1, 1, 1, 1, 1], [0, 2, 1, 2, 2]], np.int8)
+    assert dependence_bits(corrections, levels).tolist() == [-30.0, 0.0, -0.5, 0.0]
+    assert dependence_bits({}, levels).tolist() == [0.0] * 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(0, 3000),
+    prior=st.floats(0.0, 0.2),
+    households=st.floats(0.0, 0.2),
+)
+def test_corrections_only_lower_weights_and_need_evidence(
+    seed: int, n: int, prior: float, households: float
+) -> None:
+    levels, is_match = _population(n, prior, households, seed)
+    m = [*M, PLACE_M, PLACE_M]
+    u = [*U, PLACE_U, PLACE_U]
+    bits = fit_dependence(levels, levels, is_match.astype(float), m, u, prior, field_blocks(KINDS))
+    keys, counts = np.unique(pattern_keys(levels), return_counts=True)
+    seen = dict(zip(keys.tolist(), counts.tolist(), strict=True))
+    for key, b in bits.items():
+        assert b < 0  # a correction never makes a pair likelier
+        assert seen[key] > 3  # and rests on pairs the sample holds
+
+
+def test_field_blocks_group_a_place_and_a_name() -> None:
+    assert field_blocks(KINDS) == [[3, 4], [0, 1]]
+    assert field_blocks(["person_name", "date", "category"]) == []  # no place: no block
+    assert field_blocks(["address", "place", "category", "email"]) == [[0, 1, 2]]
+
+
+def _households_table(seed: int) -> tuple[FieldTable, list[str], list[str]]:
+    """People in households of two (shared surname, address, suburb and phone; own
+    given name, birth date and id), each person in two records with a typo in one
+    field; gold entity per record."""
+    rng = np.random.default_rng(seed)
+    fields = ["given", "surname", "dob", "id", "phone", "address", "suburb"]
+    kinds = ["person_name", "person_name", "date", "identifier", "phone", "address", "place"]
+    table, gold, rows = FieldTable(fields), [], []
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+
+    def word(k: int) -> str:
+        return "".join(rng.choice(letters, k))
+
+    def digits(k: int) -> str:
+        return "".join(str(d) for d in rng.integers(0, 10, k))
+
+    for h in range(150):
+        shared = [word(7), digits(10), f"{rng.integers(1, 300)} {word(6)} st", word(8)]
+        for p in range(2):
+            y, mo, d = rng.integers(40, 99), rng.integers(1, 13), rng.integers(1, 29)
+            own = [word(6), f"19{y}{mo:02d}{d:02d}", digits(9)]
+            for r in range(2):
+                row = [own[0], shared[0], own[1], own[2], shared[1], shared[2], shared[3]]
+                if r:  # a one-character typo in one field
+                    f = int(rng.integers(0, len(row)))
+                    row[f] = row[f][:-1] + ("z" if row[f][-1].isalpha() else "0")
+                rows.append(row)
+                gold.append(f"{h}-{p}")
+    table.add(rows)
+    return table, gold, kinds
+
+
+def test_trained_model_separates_a_household_from_a_person() -> None:
+    table, gold, kinds = _households_table(3)
+    n = len(gold)
+    # candidates: everyone in the same household (the index would propose them)
+    house = np.array([g.split("-")[0] for g in gold])
+    left, right = np.triu_indices(n, 1)
+    near = house[left] == house[right]
+    model = train_pair_model(table, kinds, (left[near], right[near]))
+    assert model.method == "em" and model.dependence
+    p = model.probability(table, left[near], right[near])
+    same = np.array(gold)[left[near]] == np.array(gold)[right[near]]
+    assert (p[same] > 0.5).mean() > 0.95  # a person's records stay together
+    assert (p[~same] < 0.5).mean() > 0.95  # a household's two people do not
+
+
+def test_the_explanation_adds_up_and_survives_json() -> None:
+    import json
+
+    from er.match import PairModel
+
+    table, gold, kinds = _households_table(5)
+    house = np.array([g.split("-")[0] for g in gold])
+    left, right = np.triu_indices(len(gold), 1)
+    near = house[left] == house[right]
+    model = train_pair_model(table, kinds, (left[near], right[near]))
+    again = PairModel.from_json(json.loads(json.dumps(model.to_json())))
+    assert again == model
+    a, b = 0, 2  # two people of the first household
+    assert gold[a] != gold[b] and house[a] == house[b]
+    fields = sum(r["weight"] for r in model.explain(table, a, b))
+    prior = np.log2(model.prior / (1 - model.prior))
+    dependence = model.dependence_weight(table, a, b)
+    assert dependence < -10
+    total = model.match_weight(table, np.array([a]), np.array([b]))[0]
+    assert total == pytest.approx(prior + fields + dependence)
