@@ -146,13 +146,32 @@ class PairModel:
                 out[exact, f] += bonus[at.ravel()]
         return out, levels
 
+    def prior_at(self, population: int | None = None) -> float:
+        """P(match) for a random pair of ``population`` records.
+
+        A collection's duplicates per record stay about constant as it grows, while
+        its pairs grow with the square: the random-pair prior falls as 1/(n - 1). The
+        trained prior holds for the training sample (``n_train`` records); a larger
+        collection scales it down (never up: None or fewer records keep it).
+        """
+        if population is None or population <= self.n_train or self.n_train < 2:
+            return self.prior
+        duplicates = self.prior * (self.n_train - 1)  # per record
+        return float(np.clip(duplicates / (population - 1), 1e-12, 0.5))
+
     def match_weight(
-        self, table: FieldTable, left: NDArray[np.int64], right: NDArray[np.int64]
+        self,
+        table: FieldTable,
+        left: NDArray[np.int64],
+        right: NDArray[np.int64],
+        population: int | None = None,
     ) -> NDArray[np.float64]:
         """(p,) total match weight W in bits (module docstring), with the dependence
-        correction of the pair's agreement pattern."""
+        correction of the pair's agreement pattern, for pairs of a collection of
+        ``population`` records (:meth:`prior_at`)."""
         w, levels = self.weights(table, left, right)
-        total = _logit2(self.prior) + w.sum(axis=1) + dependence_bits(self.dependence, levels)
+        prior = _logit2(self.prior_at(population))
+        total = prior + w.sum(axis=1) + dependence_bits(self.dependence, levels)
         return np.asarray(total, np.float64)
 
     def dependence_weight(self, table: FieldTable, a: int, b: int) -> float:
@@ -161,10 +180,14 @@ class PairModel:
         return float(dependence_bits(self.dependence, levels)[0])
 
     def probability(
-        self, table: FieldTable, left: NDArray[np.int64], right: NDArray[np.int64]
+        self,
+        table: FieldTable,
+        left: NDArray[np.int64],
+        right: NDArray[np.int64],
+        population: int | None = None,
     ) -> NDArray[np.float64]:
-        """(p,) match probability of each pair."""
-        return 1.0 / (1.0 + np.exp2(-self.match_weight(table, left, right)))
+        """(p,) match probability of each pair (in a collection of ``population``)."""
+        return 1.0 / (1.0 + np.exp2(-self.match_weight(table, left, right, population)))
 
     def explain(self, table: FieldTable, a: int, b: int) -> list[dict[str, Any]]:
         """Each field's values, comparison level and weight for one pair (the model's

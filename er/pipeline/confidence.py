@@ -103,7 +103,7 @@ def _similarity(
     def similarity(rows: NDArray[np.int64]) -> NDArray[np.float64]:
         a, b = np.triu_indices(rows.size, 1)
         S = np.eye(rows.size)
-        S[a, b] = S[b, a] = model.probability(table, rows[a], rows[b])
+        S[a, b] = S[b, a] = model.probability(table, rows[a], rows[b], len(payloads))
         return S
 
     return X, similarity

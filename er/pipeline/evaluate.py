@@ -251,7 +251,7 @@ def _error_details(
             batch = types.normalise([known[i]["payload"] or {} for i in members])
             table = FieldTable(types.names)
             table.add(batch.rows)
-            a, b = _telling_pair(kind, members, known, model, table)
+            a, b = _telling_pair(kind, members, known, model, table, len(known))
             shown = [a, b, *[k for k in range(len(members)) if k not in (a, b)][:2]]
             out[err["mentions"][0]] = {
                 "fields": list(types.names),
@@ -260,13 +260,20 @@ def _error_details(
                     for k in shown
                 ],
                 "reasons": model.explain(table, a, b),
-                "probability": float(model.probability(table, np.array([a]), np.array([b]))[0]),
+                "probability": float(
+                    model.probability(table, np.array([a]), np.array([b]), len(known))[0]
+                ),
             }
     return out
 
 
 def _telling_pair(
-    kind: str, members: list[int], known: list[Any], model: Any, table: FieldTable
+    kind: str,
+    members: list[int],
+    known: list[Any],
+    model: Any,
+    table: FieldTable,
+    population: int,
 ) -> tuple[int, int]:
     """Rows (into ``members``) of the pair that shows a false merge or a split."""
     if len(members) < 2:
@@ -276,7 +283,7 @@ def _telling_pair(
         other = next((k for k, g in enumerate(gold) if g != gold[0]), 1)
         return 0, other
     left, right = np.triu_indices(len(members), 1)
-    weakest = int(np.argmin(model.probability(table, left, right)))
+    weakest = int(np.argmin(model.probability(table, left, right, population)))
     return int(left[weakest]), int(right[weakest])
 
 

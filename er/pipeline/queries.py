@@ -18,6 +18,7 @@ from er.pipeline.config import DEFAULT_CUT, _featurizer, field_types, stored_mod
 from er.stores.graph import GraphStore
 from er.stores.sql import (
     Mention,
+    count_mentions,
     find_collection,
 )
 
@@ -112,22 +113,26 @@ def _deciding_merge(
     return {**node, "side": side}
 
 
-def _model_reasons(config: Mapping[str, Any], a: Any, b: Any) -> dict[str, Any] | None:
-    """The pair model's own reasons for two records: each field's values, comparison
-    level and weight, the prior and the match probability (None without a model)."""
+def _model_reasons(
+    config: Mapping[str, Any], a: Any, b: Any, population: int
+) -> dict[str, Any] | None:
+    """The pair model's own reasons for two records of a collection of ``population``:
+    each field's values, comparison level and weight, the prior and the match
+    probability (None without a model)."""
     types, model = field_types(config), stored_model(config)
     if types is None or model is None:
         return None
     table = FieldTable(types.names)
     table.add(types.normalise([a, b]).rows)
     left, right = np.array([0]), np.array([1])
+    prior = model.prior_at(population)
     return {
         "version": model.version,
-        "prior_weight": float(np.log2(model.prior / (1 - model.prior))),
+        "prior_weight": float(np.log2(prior / (1 - prior))),
         "fields": model.explain(table, 0, 1),
         "dependence_weight": model.dependence_weight(table, 0, 1),
-        "match_weight": float(model.match_weight(table, left, right)[0]),
-        "probability": float(model.probability(table, left, right)[0]),
+        "match_weight": float(model.match_weight(table, left, right, population)[0]),
+        "probability": float(model.probability(table, left, right, population)[0]),
     }
 
 
@@ -187,7 +192,8 @@ def explain_pair(
         ).all()
     )
     out["fields"] = _featurizer(coll.config).field_similarities(payloads[a], payloads[b])
-    out["model"] = _model_reasons(coll.config, payloads[a], payloads[b])
+    population = count_mentions(session, coll.id)
+    out["model"] = _model_reasons(coll.config, payloads[a], payloads[b], population)
     for key, ext in (("entity_a", a), ("entity_b", b)):
         found = graph.entity_of_mention(collection, ext, as_of=as_of)
         out[key] = None if found is None else found["entity"]

@@ -433,7 +433,9 @@ class _BatchJob:
         right = idx.ravel()
         ok = right >= 0
         prob = np.zeros(left.size, np.float32)
-        prob[ok] = model.probability(state.table, left[ok], right[ok])
+        # the prior of a random pair of the collection as it stands after this batch
+        population = len(state.table)
+        prob[ok] = model.probability(state.table, left[ok], right[ok], population)
         return prob.reshape(b, k)
 
     def _neighbors(

@@ -168,7 +168,8 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl) -
         if model is None:
             model = train_on_batch(table, config, idx, first)
         b = len(rows)
-        prob = model.probability(table, np.repeat(np.arange(first, first + b), k), idx.ravel())
+        left = np.repeat(np.arange(first, first + b), k)
+        prob = model.probability(table, left, idx.ravel(), population=len(table))
         core.partial_fit(Xb, neighbors=(idx, prob.reshape(b, k).astype(np.float32)))
         order += [ext for ext, _ in rows]
     assert config["pair_model"] == model.to_json()

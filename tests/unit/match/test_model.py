@@ -143,3 +143,22 @@ def test_em_over_candidates_recovers_the_random_pair_prior() -> None:
     # approximation (non-candidates are non-matches) shifts the close levels a little
     for f, want in enumerate(m_true):
         assert m[f][1:] == pytest.approx(want[1:], abs=0.07)
+
+
+@pytest.mark.parametrize("n_train", [2, 50, 1000])
+def test_the_prior_falls_with_the_collection_so_matches_per_record_stay(n_train: int) -> None:
+    model = PairModel(fields=_model().fields, prior=0.01, n_train=n_train)
+    assert model.prior_at(None) == model.prior_at(n_train) == model.prior_at(1) == 0.01
+
+    def matches_per_record(n: int) -> float:  # expected matching pairs over records
+        return model.prior_at(n) * n * (n - 1) / 2 / n
+
+    for n in (10 * n_train, 1_000_003):
+        assert matches_per_record(n) == pytest.approx(matches_per_record(n_train))
+    t = _table()
+    left, right = np.array([0, 2]), np.array([1, 3])
+    grown = model.match_weight(t, left, right, population=100 * n_train)
+    drop = np.log2(0.01 / 0.99) - np.log2(
+        model.prior_at(100 * n_train) / (1 - model.prior_at(100 * n_train))
+    )
+    assert model.match_weight(t, left, right) - grown == pytest.approx(np.full(2, drop))
