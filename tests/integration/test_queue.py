@@ -1,6 +1,10 @@
 """End to end through the queue: real Redis, real `er worker` processes, `er ingest --wait`.
 
-The oracle is the in-process run of the same file (no broker) and the FEBRL3 gold ids.
+The oracle is the in-process run of the same batches in the same order (no broker)
+and the FEBRL3 gold ids. Two workers ingest batches in parallel, so the queued
+collection's batch seqs follow arrival, not the file: the in-process run is fed the
+records in the queued collection's batch order (incremental clustering and the model
+trained on the first batch both depend on it).
 """
 
 from __future__ import annotations
@@ -40,6 +44,32 @@ def _entities(env: dict[str, str], collection: str) -> dict[str, str]:
     done = _er(env, "export", "entities", "--collection", collection)
     assert done.returncode == 0, done.stderr
     return dict(line.split(",") for line in done.stdout.strip().splitlines()[1:])
+
+
+def _in_batch_order(pg_url: str, collection: str, source: Path, out: Path) -> Path:
+    """``source``'s rows in the order the collection's batches hold them (seq, then
+    insertion), written to ``out``."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from er.stores.sql import Mention, find_collection, make_engine
+
+    engine = make_engine(pg_url)
+    with Session(engine) as s:
+        coll = find_collection(s, collection)
+        order = s.scalars(
+            select(Mention.external_id)
+            .where(Mention.collection_id == coll.id)
+            .order_by(Mention.batch_seq, Mention.id)
+        ).all()
+    engine.dispose()
+    with source.open(newline="") as f:
+        rows = {r["rec_id"]: r for r in csv.DictReader(f)}
+    with out.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(next(iter(rows.values()))))
+        writer.writeheader()
+        writer.writerows(rows[ext] for ext in order)
+    return out
 
 
 def _partition(entity: dict[str, str]) -> set[frozenset[str]]:
@@ -105,8 +135,15 @@ def test_febrl3_through_redis_and_two_workers_equals_the_in_process_run(
     finally:
         stop_all(workers, db)
     in_process = _env(stores, ER_DATA_DIR=str(tmp_path / "local"))
-    local = _er(in_process, "ingest", str(febrl_csv), "--collection", "local", *args)
+    replayed = _in_batch_order(pg_url, "q", febrl_csv, tmp_path / "ordered.csv")
+    local = _er(in_process, "ingest", str(replayed), "--collection", "local", *args)
     assert local.returncode == 0, local.stderr
+    # the same first batch trains the same model, whichever process ran it
+    models = [
+        json.loads(_er(env, "model", "--collection", c, "--json").stdout)["model"]
+        for env, c in ((queued, "q"), (in_process, "local"))
+    ]
+    assert models[0] == models[1]
     ours, theirs = _entities(queued, "q"), _entities(in_process, "local")
     assert _partition(ours) == _partition(theirs)
     gold = {r["rec_id"]: r["entity"] for r in febrl_records()}
