@@ -94,7 +94,7 @@ class PairModel:
     n_train : int
         Records in the training sample.
     dependence : mapping of int to float
-        Bits added to pairs of each coarse agreement pattern that non-matches show far
+        Bits added to pairs of each agreement pattern that non-matches show far
         more often than independent fields would (households; er.match._dependence).
     """
 

@@ -18,7 +18,7 @@ from er.match._dependence import (
 )
 
 KINDS = ["person_name", "person_name", "date", "address", "postcode"]
-# coarse levels: 1 far, 2 agree (index 0, missing, unused)
+# levels: 1 far, 2 agree (index 0, missing, unused in m and u)
 M = [np.array([1, 0.1, 0.9]), np.array([1, 0.1, 0.9]), np.array([1, 0.05, 0.95])]
 U = [np.array([1, 0.99, 0.01]), np.array([1, 0.995, 0.005]), np.array([1, 0.999, 0.001])]
 PLACE_M, PLACE_U = np.array([1, 0.2, 0.8]), np.array([1, 0.998, 0.002])
@@ -71,8 +71,9 @@ def test_households_are_corrected_to_their_generated_rate() -> None:
 
 def test_bits_are_added_by_pattern_and_zero_elsewhere() -> None:
     corrections = {_key(HOUSEHOLD): -30.0, _key([1, 1, 1, 1, 1]): -0.5}
+    # the last: the household's pattern with the given name missing (not agreeing)
     levels = np.array([HOUSEHOLD, [2, 2, 2, 2, 2], [1, 1, 1, 1, 1], [0, 2, 1, 2, 2]], np.int8)
-    assert dependence_bits(corrections, levels).tolist() == [-30.0, 0.0, -0.5, 0.0]
+    assert dependence_bits(corrections, levels).tolist() == [-30.0, 0.0, -0.5, -30.0]
     assert dependence_bits({}, levels).tolist() == [0.0] * 4
 
 
