@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench_quality import er_workspace
 from people_real import TEST_SEED, real_people
 
 
@@ -34,11 +33,7 @@ def measure(n: int, level: str) -> dict[str, Any]:
     """Ingest n people, then time `er eval` and read its peak RSS."""
     rows = real_people(n, level=level, seed=TEST_SEED)
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "people.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
-        env["ER_DATA_DIR"] = str(Path(tmp) / "data")
-        er = [sys.executable, "-m", "er.cli"]
+        path, er, env = er_workspace(Path(tmp), rows)
         started = time.perf_counter()
         ingest = [*er, "ingest", str(path), "--collection", "p", "--id-field", "rec_id"]
         _run([*ingest, "--gold-field", "entity", "--batch-size", "1000", "--json"], env)

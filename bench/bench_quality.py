@@ -52,14 +52,22 @@ GRID = np.round(np.r_[np.linspace(0.05, 0.95, 19), 0.97, 0.99, 0.995, 0.999], 4)
 
 
 # -- er ---------------------------------------------------------------------------------------
+def er_workspace(
+    tmp: Path, records: list[dict[str, Any]]
+) -> tuple[Path, list[str], dict[str, str]]:
+    """The records as JSON lines in ``tmp``, the `er` command, and an environment whose
+    embedded stores live in ``tmp`` (no ER_ setting of the caller's leaks in)."""
+    path = tmp / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
+    env["ER_DATA_DIR"] = str(tmp / "data")
+    return path, [sys.executable, "-m", "er.cli"], env
+
+
 def run_er(records: list[dict[str, str]]) -> tuple[list[str], dict[str, Any]]:
     """er on the raw records through the CLI, embedded defaults, in process."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "records.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in records))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
-        env["ER_DATA_DIR"] = str(Path(tmp) / "data")
-        er = [sys.executable, "-m", "er.cli"]
+        path, er, env = er_workspace(Path(tmp), records)
         ingest = [*er, "ingest", str(path), "--collection", "q", "--id-field", "rec_id"]
         done = subprocess.run(
             [*ingest, "--batch-size", "1000", "--json"], env=env, capture_output=True, text=True

@@ -40,11 +40,12 @@ over the candidates weighted by their match posterior; other fields multiply.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["field_blocks", "fit_dependence", "pattern_keys"]
+__all__ = ["PatternCounts", "count_patterns", "field_blocks", "fit_dependence", "pattern_keys"]
 
 SYMBOLS = 2  # per field: 0 not agreeing (far or missing), 1 agreeing
 SIGNIFICANCE_Z = 4.0  # standard deviations (Poisson) a pattern's excess must exceed
@@ -87,8 +88,44 @@ def field_blocks(kinds: Sequence[str]) -> list[list[int]]:
     return [sorted(b) for b in (place, names) if len(b) > 1]
 
 
+@dataclass(frozen=True)
+class PatternCounts:
+    """The agreement patterns of a set of random pairs, counted once for every round
+    of training (:func:`count_patterns`).
+
+    Attributes
+    ----------
+    n_pairs : int
+        N, the random pairs counted.
+    keys, counts : ndarray of int64, shape (k,)
+        Each pattern seen (:func:`pattern_keys`) and how often.
+    symbols : ndarray of int64, shape (k, F)
+        Each pattern's agreement per field.
+    present : ndarray of float64, shape (F,)
+        Share of the pairs with both values present, per field.
+    """
+
+    n_pairs: int
+    keys: NDArray[np.int64]
+    counts: NDArray[np.int64]
+    symbols: NDArray[np.int64]
+    present: NDArray[np.float64]
+
+
+def count_patterns(random_levels: NDArray[np.int8]) -> PatternCounts:
+    """:class:`PatternCounts` of random pairs' levels, shape (N, F)."""
+    keys, counts = np.unique(pattern_keys(random_levels), return_counts=True)
+    return PatternCounts(
+        n_pairs=int(random_levels.shape[0]),
+        keys=keys,
+        counts=counts,
+        symbols=_decode(keys, random_levels.shape[1]),
+        present=np.asarray((random_levels > 0).sum(axis=0) / max(len(random_levels), 1), float),
+    )
+
+
 def fit_dependence(
-    random_levels: NDArray[np.int8],
+    random: PatternCounts,
     candidate_levels: NDArray[np.int8],
     posterior: NDArray[np.float64],
     m: Sequence[NDArray[np.float64]],
@@ -100,8 +137,8 @@ def fit_dependence(
 
     Parameters
     ----------
-    random_levels : ndarray of int8, shape (N, F)
-        Levels of random pairs of the training sample.
+    random : PatternCounts
+        The patterns of random pairs of the training sample.
     candidate_levels : ndarray of int8, shape (p, F)
         Levels of its candidate pairs.
     posterior : ndarray of float64, shape (p,)
@@ -117,14 +154,12 @@ def fit_dependence(
     dict
         Pattern key -> bits (<= 0), for the corrected patterns only.
     """
-    n_pairs = random_levels.shape[0]
+    n_pairs, counts = random.n_pairs, random.counts
     if n_pairs == 0:
         return {}
-    keys, counts = np.unique(pattern_keys(random_levels), return_counts=True)
-    decoded = _decode(keys, random_levels.shape[1])
-    present = (random_levels > 0).mean(axis=0)
-    p_m = _pattern_probability(decoded, present, m, blocks, candidate_levels, posterior)
-    p_u = _pattern_probability(decoded, present, u, [], candidate_levels, posterior)
+    agree = agreement(candidate_levels)
+    p_m = _pattern_probability(random, m, blocks, agree, posterior)
+    p_u = _pattern_probability(random, u, [], agree, posterior)
     mu_match = n_pairs * prior * p_m
     mu = mu_match + n_pairs * (1 - prior) * p_u
     excess = counts > mu + SIGNIFICANCE_Z * np.sqrt(mu) + SIGNIFICANCE_MIN
@@ -132,7 +167,7 @@ def fit_dependence(
     out: dict[int, float] = {}
     for i in np.flatnonzero(excess & unexplained):
         u_dep = (counts[i] - mu_match[i]) / (n_pairs * (1 - prior))
-        out[int(keys[i])] = float(np.log2(p_u[i] / u_dep))
+        out[int(random.keys[i])] = float(np.log2(p_u[i] / u_dep))
     return out
 
 
@@ -147,26 +182,26 @@ def _decode(keys: NDArray[np.int64], n_fields: int) -> NDArray[np.int64]:
 
 
 def _pattern_probability(
-    symbols: NDArray[np.int64],
-    present: NDArray[np.float64],
+    random: PatternCounts,
     probs: Sequence[NDArray[np.float64]],
     blocks: Sequence[Sequence[int]],
-    candidate_levels: NDArray[np.int8],
+    candidate_agreement: NDArray[np.int64],
     posterior: NDArray[np.float64],
 ) -> NDArray[np.float64]:
     """(k,) probability of each pattern: fields outside ``blocks`` independent (agreeing
     when present, as often as among random pairs, and then at a close or exact level by
-    ``probs``), each block's joint pattern as among the candidates weighted by
-    ``posterior``."""
+    ``probs``), each block's joint pattern as among the candidates (agreement, shape
+    (p, F)) weighted by ``posterior``."""
     in_block = {f for b in blocks for f in b}
+    symbols = random.symbols
     out = np.ones(symbols.shape[0])
     for f, p in enumerate(probs):
         if f in in_block:
             continue
-        agree = present[f] * p[2:].sum()
+        agree = random.present[f] * p[2:].sum()
         out *= np.array([1 - agree, agree])[symbols[:, f]]
     for block in blocks:
-        joint = _joint(agreement(candidate_levels)[:, block], posterior)
+        joint = _joint(candidate_agreement[:, block], posterior)
         out *= joint[_keys(symbols[:, block])]
     return out
 

@@ -174,11 +174,6 @@ class PairModel:
         total = prior + w.sum(axis=1) + dependence_bits(self.dependence, levels)
         return np.asarray(total, np.float64)
 
-    def dependence_weight(self, table: FieldTable, a: int, b: int) -> float:
-        """Bits the dependence correction adds to one pair (0 for most pairs)."""
-        levels = self.levels(table, np.array([a]), np.array([b]))
-        return float(dependence_bits(self.dependence, levels)[0])
-
     def probability(
         self,
         table: FieldTable,
@@ -189,12 +184,16 @@ class PairModel:
         """(p,) match probability of each pair (in a collection of ``population``)."""
         return 1.0 / (1.0 + np.exp2(-self.match_weight(table, left, right, population)))
 
-    def explain(self, table: FieldTable, a: int, b: int) -> list[dict[str, Any]]:
-        """Each field's values, comparison level and weight for one pair (the model's
-        own reasons, as ``er query explain`` shows them)."""
+    def explain(
+        self, table: FieldTable, a: int, b: int, population: int | None = None
+    ) -> dict[str, Any]:
+        """The model's own reasons for one pair, as ``er query explain`` and the
+        evaluation report show them: each field's values, comparison level and weight
+        (``fields``), the prior's and the dependence correction's bits, the total
+        ``match_weight`` and the ``probability`` (in a collection of ``population``)."""
         w, lv = self.weights(table, np.array([a]), np.array([b]))
         va, vb = table.values(a), table.values(b)
-        return [
+        fields = [
             {
                 "field": fw.name,
                 "type": fw.kind,
@@ -205,6 +204,16 @@ class PairModel:
             }
             for f, fw in enumerate(self.fields)
         ]
+        prior = _logit2(self.prior_at(population))
+        dependence = float(dependence_bits(self.dependence, lv)[0])
+        total = prior + float(w[0].sum()) + dependence
+        return {
+            "fields": fields,
+            "prior_weight": prior,
+            "dependence_weight": dependence,
+            "match_weight": total,
+            "probability": float(1.0 / (1.0 + np.exp2(-total))),
+        }
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form stored with the collection."""

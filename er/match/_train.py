@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from er.match._compare import LADDERS
-from er.match._dependence import dependence_bits, field_blocks, fit_dependence
+from er.match._dependence import count_patterns, dependence_bits, field_blocks, fit_dependence
 from er.match._model import FieldWeights, PairModel
 from er.match._table import FieldTable
 
@@ -120,14 +120,14 @@ def train_pair_model(
     u = [_frequencies(rand_levels[:, f], len(p.m)) for f, p in enumerate(protos)]
     n = len(table)
     total = max(n * (n - 1) // 2, 1)
-    blocks = field_blocks(kinds)
+    blocks, patterns = field_blocks(kinds), count_patterns(rand_levels)
     if gold is not None:
         match = (labels[left] == labels[right]).astype(np.float64)
         m = [_frequencies(cand_levels[:, f], len(p.m), match) for f, p in enumerate(protos)]
         sizes = np.bincount(labels)
         prior = _clip_prior(float((sizes * (sizes - 1) // 2).sum()) / total)
         # the random pairs hold no match here: every excess is non-match dependence
-        dependence = fit_dependence(rand_levels, cand_levels, match, m, u, 0.0, blocks)
+        dependence = fit_dependence(patterns, cand_levels, match, m, u, 0.0, blocks)
         method = "gold"
     else:
         blank_m = [np.asarray(p.m) for p in protos]
@@ -139,7 +139,7 @@ def train_pair_model(
             # taken the households for matches (their names and dates "disagree" in
             # a third of its matches), and would explain them away
             judge = blank_m if round_ == 0 else m
-            dependence = fit_dependence(rand_levels, cand_levels, post, judge, u, prior, blocks)
+            dependence = fit_dependence(patterns, cand_levels, post, judge, u, prior, blocks)
         method = "em"
         if not _plausible(m, u, prior, total):
             fallback = _clip_prior(FALLBACK_DUPLICATES / max(n - 1, 1))
@@ -214,17 +214,6 @@ def _frequencies(
     out = counts / counts[1:].sum()
     out[0] = 1.0
     return np.asarray(out, np.float64)
-
-
-def _em(
-    levels: NDArray[np.int8],
-    m0: list[NDArray[np.float64]],
-    u: list[NDArray[np.float64]],
-    total: int | None = None,
-) -> tuple[list[NDArray[np.float64]], float]:
-    """EM for m and the prior with u fixed (:func:`_fit_em` without its extras)."""
-    m, prior, _ = _fit_em(levels, m0, u, total)
-    return m, prior
 
 
 def _fit_em(

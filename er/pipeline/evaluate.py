@@ -253,16 +253,15 @@ def _error_details(
             table.add(batch.rows)
             a, b = _telling_pair(kind, members, known, model, table, len(known))
             shown = [a, b, *[k for k in range(len(members)) if k not in (a, b)][:2]]
+            reasons = model.explain(table, a, b, len(known))
             out[err["mentions"][0]] = {
                 "fields": list(types.names),
                 "records": [
                     {"id": known[members[k]]["external_id"], "values": table.values(k)}
                     for k in shown
                 ],
-                "reasons": model.explain(table, a, b),
-                "probability": float(
-                    model.probability(table, np.array([a]), np.array([b]), len(known))[0]
-                ),
+                "reasons": reasons["fields"],
+                "probability": reasons["probability"],
             }
     return out
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -124,16 +123,7 @@ def _model_reasons(
         return None
     table = FieldTable(types.names)
     table.add(types.normalise([a, b]).rows)
-    left, right = np.array([0]), np.array([1])
-    prior = model.prior_at(population)
-    return {
-        "version": model.version,
-        "prior_weight": float(np.log2(prior / (1 - prior))),
-        "fields": model.explain(table, 0, 1),
-        "dependence_weight": model.dependence_weight(table, 0, 1),
-        "match_weight": float(model.match_weight(table, left, right, population)[0]),
-        "probability": float(model.probability(table, left, right, population)[0]),
-    }
+    return {"version": model.version, **model.explain(table, 0, 1, population)}
 
 
 def explain_pair(

@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from er.ann._index import exact_search
 from er.exceptions import ERError
 from er.match import FieldTable, PairModel, train_pair_model
 from er.pipeline.config import _featurizer, field_types, stored_model
@@ -124,10 +125,10 @@ def retrain(session: Session, *, collection: str, from_gold: bool = False) -> di
     }
 
 
-def exact_candidates(
-    X: NDArray[np.float32], k: int, block: int = 2048
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Distinct unordered pairs of each row's k most similar rows (exact, in blocks).
+def exact_candidates(X: NDArray[np.float32], k: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Distinct unordered pairs of each row's k most similar other rows: the writer's
+    exact search (:func:`er.ann._index.exact_search`, same ties) of the rows among
+    themselves, each row's own entry dropped.
 
     Parameters
     ----------
@@ -136,14 +137,9 @@ def exact_candidates(
     """
     n = X.shape[0]
     k = min(k, n - 1)
-    parts = []
-    for start in range(0, n, block):
-        S = X[start : start + block] @ X.T
-        rows = np.arange(S.shape[0])
-        S[rows, start + rows] = -np.inf
-        top = np.argpartition(-S, k - 1, axis=1)[:, :k]
-        parts.append(candidate_pairs(top.astype(np.int64), start))
-    left = np.concatenate([p[0] for p in parts])
-    right = np.concatenate([p[1] for p in parts])
-    key = np.unique(left * n + right)
-    return key // n, key % n
+    idx, _ = exact_search(X, X, k + 1)
+    # a row is among its own k + 1 nearest unless k + 1 duplicates tie with it: move
+    # its entry (if any) last, keep the first k
+    own = idx == np.arange(n)[:, None]
+    idx = np.take_along_axis(idx, np.argsort(own, axis=1, kind="stable"), axis=1)[:, :k]
+    return candidate_pairs(idx, 0)

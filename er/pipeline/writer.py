@@ -468,12 +468,13 @@ class _Found:
 
 
 def _current_model(config: Mapping[str, Any], state: _State) -> PairModel | None:
-    """The model to score with: the collection's stored one, unless the state holds a
-    newer one (trained by this writer on the first batch, not yet stored)."""
-    stored = stored_model(config)
-    if state.model is None or (stored is not None and stored.version >= state.model.version):
-        return stored
-    return state.model
+    """The model to score with: the state's, unless the collection stores a newer
+    version (``er train``); the state's may be newer still (trained by this writer on
+    the first batch, not yet stored). The stored JSON is parsed only when it is newer."""
+    doc = config.get("pair_model")
+    if state.model is not None and (doc is None or doc["version"] <= state.model.version):
+        return state.model
+    return stored_model(config)
 
 
 def _store_model(session: Session, coll_id: int, model: PairModel) -> None:

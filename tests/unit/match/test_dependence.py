@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from er.match import FieldTable, train_pair_model
 from er.match._dependence import (
+    count_patterns,
     dependence_bits,
     field_blocks,
     fit_dependence,
@@ -57,7 +58,9 @@ def test_households_are_corrected_to_their_generated_rate() -> None:
     cand, post = cand[keep], is_match[keep].astype(float)
     m = [*M, PLACE_M, PLACE_M]
     u = [*U, PLACE_U, PLACE_U]
-    bits = fit_dependence(random_levels, cand, post, m, u, prior, field_blocks(KINDS))
+    bits = fit_dependence(
+        count_patterns(random_levels), cand, post, m, u, prior, field_blocks(KINDS)
+    )
 
     u_ind = np.prod([u[f][s] for f, s in enumerate(HOUSEHOLD)])
     want = np.log2(u_ind / households)  # the generator's own household rate
@@ -90,7 +93,10 @@ def test_corrections_only_lower_weights_and_need_evidence(
     levels, is_match = _population(n, prior, households, seed)
     m = [*M, PLACE_M, PLACE_M]
     u = [*U, PLACE_U, PLACE_U]
-    bits = fit_dependence(levels, levels, is_match.astype(float), m, u, prior, field_blocks(KINDS))
+    patterns = count_patterns(levels)
+    bits = fit_dependence(
+        patterns, levels, is_match.astype(float), m, u, prior, field_blocks(KINDS)
+    )
     keys, counts = np.unique(pattern_keys(levels), return_counts=True)
     seen = dict(zip(keys.tolist(), counts.tolist(), strict=True))
     for key, b in bits.items():
@@ -165,9 +171,11 @@ def test_the_explanation_adds_up_and_survives_json() -> None:
     assert again == model
     a, b = 0, 2  # two people of the first household
     assert gold[a] != gold[b] and house[a] == house[b]
-    fields = sum(r["weight"] for r in model.explain(table, a, b))
+    reasons = model.explain(table, a, b)
+    fields = sum(r["weight"] for r in reasons["fields"])
     prior = np.log2(model.prior / (1 - model.prior))
-    dependence = model.dependence_weight(table, a, b)
+    dependence = reasons["dependence_weight"]
     assert dependence < -10
     total = model.match_weight(table, np.array([a]), np.array([b]))[0]
     assert total == pytest.approx(prior + fields + dependence)
+    assert reasons["match_weight"] == pytest.approx(total)
