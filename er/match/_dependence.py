@@ -97,30 +97,57 @@ class PatternCounts:
     ----------
     n_pairs : int
         N, the random pairs counted.
-    keys, counts : ndarray of int64, shape (k,)
-        Each pattern seen (:func:`pattern_keys`) and how often.
+    keys : ndarray of int64, shape (k,)
+        Each pattern seen (:func:`pattern_keys`).
+    counts : ndarray of float64, shape (k,)
+        How many of the N pairs show it (estimated, where the pairs were sampled).
     symbols : ndarray of int64, shape (k, F)
         Each pattern's agreement per field.
     present : ndarray of float64, shape (F,)
         Share of the pairs with both values present, per field.
+    scale : ndarray of float64, shape (k,)
+        Pairs one counted row of the pattern stands for, on average (1 where every
+        pair was counted; a sampled pattern's excess must show in its rows).
     """
 
     n_pairs: int
     keys: NDArray[np.int64]
-    counts: NDArray[np.int64]
+    counts: NDArray[np.float64]
     symbols: NDArray[np.int64]
     present: NDArray[np.float64]
+    scale: NDArray[np.float64]
 
 
-def count_patterns(random_levels: NDArray[np.int8]) -> PatternCounts:
-    """:class:`PatternCounts` of random pairs' levels, shape (N, F)."""
-    keys, counts = np.unique(pattern_keys(random_levels), return_counts=True)
+def count_patterns(
+    random_levels: NDArray[np.int8],
+    weights: NDArray[np.float64] | None = None,
+    n_pairs: int | None = None,
+) -> PatternCounts:
+    """:class:`PatternCounts` of pairs' levels, shape (N, F).
+
+    Parameters
+    ----------
+    random_levels : ndarray of int8, shape (N, F)
+        Levels of a uniform sample of all pairs, or of a stratified one
+        (:func:`stratified_counts`).
+    weights : ndarray of float64, shape (N,), optional
+        Pairs each row stands for (1 by default).
+    n_pairs : int, optional
+        The pairs the rows stand for in all (``weights.sum()`` by default).
+    """
+    w = np.ones(random_levels.shape[0]) if weights is None else weights
+    keys, at = np.unique(pattern_keys(random_levels), return_inverse=True)
+    counts = np.bincount(at.ravel(), weights=w, minlength=keys.size).astype(np.float64)
+    squares = np.bincount(at.ravel(), weights=w * w, minlength=keys.size)
+    total = float(w.sum())
+    present = (random_levels > 0).astype(np.float64).T @ w / max(total, 1.0)
     return PatternCounts(
-        n_pairs=int(random_levels.shape[0]),
+        n_pairs=round(total) if n_pairs is None else n_pairs,
         keys=keys,
         counts=counts,
         symbols=_decode(keys, random_levels.shape[1]),
-        present=np.asarray((random_levels > 0).sum(axis=0) / max(len(random_levels), 1), float),
+        present=np.asarray(present, np.float64),
+        scale=squares / np.maximum(counts, 1e-300),
     )
 
 
@@ -162,7 +189,9 @@ def fit_dependence(
     p_u = _pattern_probability(random, u, [], agree, posterior)
     mu_match = n_pairs * prior * p_m
     mu = mu_match + n_pairs * (1 - prior) * p_u
-    excess = counts > mu + SIGNIFICANCE_Z * np.sqrt(mu) + SIGNIFICANCE_MIN
+    # Poisson in the counted rows: a row standing for s pairs scales the mean by 1/s
+    scale = random.scale
+    excess = counts > mu + SIGNIFICANCE_Z * np.sqrt(mu * scale) + SIGNIFICANCE_MIN * scale
     unexplained = mu_match < MATCH_SHARE_MAX * counts
     out: dict[int, float] = {}
     for i in np.flatnonzero(excess & unexplained):

@@ -33,7 +33,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from er.match._compare import LADDERS
-from er.match._dependence import count_patterns, dependence_bits, field_blocks, fit_dependence
+from er.match._dependence import (
+    PatternCounts,
+    count_patterns,
+    dependence_bits,
+    field_blocks,
+    fit_dependence,
+)
 from er.match._model import FieldWeights, PairModel
 from er.match._table import FieldTable
 
@@ -120,7 +126,8 @@ def train_pair_model(
     u = [_frequencies(rand_levels[:, f], len(p.m)) for f, p in enumerate(protos)]
     n = len(table)
     total = max(n * (n - 1) // 2, 1)
-    blocks, patterns = field_blocks(kinds), count_patterns(rand_levels)
+    blocks = field_blocks(kinds)
+    patterns = _pattern_counts(rand_levels, (rl, rr), cand_levels, candidates, n)
     if gold is not None:
         match = (labels[left] == labels[right]).astype(np.float64)
         m = [_frequencies(cand_levels[:, f], len(p.m), match) for f, p in enumerate(protos)]
@@ -159,6 +166,35 @@ def train_pair_model(
     return PairModel(
         fields, prior, version=version, method=method, n_train=n, dependence=dependence
     )
+
+
+def _pattern_counts(
+    rand_levels: NDArray[np.int8],
+    rand: tuple[NDArray[np.int64], NDArray[np.int64]],
+    cand_levels: NDArray[np.int8],
+    cand: tuple[NDArray[np.int64], NDArray[np.int64]],
+    n: int,
+) -> PatternCounts:
+    """The agreement patterns of all n(n-1)/2 pairs of the sample, for the dependence
+    correction: counted over all of them when the random pairs are all of them, else
+    stratified (every candidate pair once, the random pairs that are not candidates
+    each standing for its share of the other pairs).
+
+    A household's pairs are nearly all among the candidates (they agree on several
+    fields the candidate vectors are made of), and random pairs find them at a rate
+    that falls as 1/n: at 20,000 records, 500,000 random pairs hold a few dozen of a
+    household pattern's thousands, too few to tell it from chance.
+    """
+    total = n * (n - 1) // 2
+    if rand_levels.shape[0] >= total or cand_levels.shape[0] == 0:
+        return count_patterns(rand_levels)
+    rl, rr = rand
+    cl, cr = cand
+    others = ~np.isin(rl * n + rr, np.minimum(cl, cr) * n + np.maximum(cl, cr))
+    weight = (total - cand_levels.shape[0]) / max(int(others.sum()), 1)
+    levels = np.concatenate([cand_levels, rand_levels[others]])
+    weights = np.concatenate([np.ones(cand_levels.shape[0]), np.full(int(others.sum()), weight)])
+    return count_patterns(levels, weights, n_pairs=total)
 
 
 def _blank(name: str, kind: str) -> FieldWeights:

@@ -54,7 +54,7 @@ from er.pipeline.state import (
     _take_state,
 )
 from er.pipeline.stores import _LOST_DATABASE
-from er.pipeline.train import train_on_batch
+from er.pipeline.train import grown_past_first_model, train_on_batch, train_on_collection
 from er.stores.graph import GraphStore
 from er.stores.sql import (
     Batch,
@@ -424,8 +424,12 @@ class _BatchJob:
             state.table = FieldTable(list(self.config["field_types"]))
         state.table.add(batch.rows)
         model = _current_model(self.config, state)
+        population = len(state.table)
         if model is None:  # the collection's first batch: train on it (issue #29)
             model = train_on_batch(state.table, self.config, idx, first)
+        elif grown_past_first_model(model, population) and state.index is not None:
+            X = state.index.vectors[:population]
+            model = train_on_collection(state.table, self.config, X, model.version + 1)
         state.model = model
         self.model = model
         b, k = idx.shape
@@ -434,7 +438,6 @@ class _BatchJob:
         ok = right >= 0
         prob = np.zeros(left.size, np.float32)
         # the prior of a random pair of the collection as it stands after this batch
-        population = len(state.table)
         prob[ok] = model.probability(state.table, left[ok], right[ok], population)
         return prob.reshape(b, k)
 

@@ -128,20 +128,23 @@ def febrl() -> list[dict[str, str]]:
     return febrl_records()[:1200]
 
 
-def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl) -> None:
+def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, monkeypatch) -> None:
     """The stored entities and pair model equal the same steps run in memory: typed
     fields normalised, brute-force cosine k-NN of the featurized values (not er.ann),
-    the model trained on the first batch's candidates, MBSCC on the probabilities."""
+    the model trained on the first batch's candidates and again once the collection
+    has grown (at 600 mentions here, for 10,000), MBSCC on the probabilities."""
     from sqlalchemy.orm import Session
 
+    import er.pipeline.train
     from er.cluster import MBSCC
     from er.evaluation import cut_at_score
     from er.featurize import FeaturizerConfig, FieldTypes, featurize
     from er.match import FieldTable
     from er.pipeline import DEFAULT_PAIR_CUT, run_entities
-    from er.pipeline.train import train_on_batch
+    from er.pipeline.train import train_on_batch, train_on_collection
     from er.stores.sql import batch_mentions, find_collection, make_engine
 
+    monkeypatch.setattr(er.pipeline.train, "GROWTH_RETRAIN", 600)
     settings, name = _settings(settings_env), _name()
     _ingest(settings, name, febrl, batch=300)
     exported = dict(run_entities(settings, name))
@@ -155,6 +158,7 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl) -
     types = FieldTypes(config["field_types"])
     cfg = FeaturizerConfig.from_json(config["featurizer"])
     core, table, model, order, X = MBSCC(), FieldTable(types.names), None, [], None
+    trained: list[Any] = []
     for rows in batches:
         norm = types.normalise([p for _, p in rows]).rows
         table.add(norm)
@@ -167,11 +171,15 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl) -
         idx = np.lexsort((np.broadcast_to(np.arange(X.shape[0]), S.shape), -S))[:, :k]
         if model is None:
             model = train_on_batch(table, config, idx, first)
+        elif len(table) == 600:  # grown: every mention so far, exact candidates
+            model = train_on_collection(table, config, X.astype(np.float32), 2)
+            trained.append(model)
         b = len(rows)
         left = np.repeat(np.arange(first, first + b), k)
         prob = model.probability(table, left, idx.ravel(), population=len(table))
         core.partial_fit(Xb, neighbors=(idx, prob.reshape(b, k).astype(np.float32)))
         order += [ext for ext, _ in rows]
+    assert len(trained) == 1 and model.version == 2 and model.n_train == 600
     assert config["pair_model"] == model.to_json()
     label = cut_at_score(core.hierarchy_, DEFAULT_PAIR_CUT)
     assert len(exported) == len(febrl) and None not in exported.values()

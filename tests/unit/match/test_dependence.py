@@ -179,3 +179,40 @@ def test_the_explanation_adds_up_and_survives_json() -> None:
     total = model.match_weight(table, np.array([a]), np.array([b]))[0]
     assert total == pytest.approx(prior + fields + dependence)
     assert reasons["match_weight"] == pytest.approx(total)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(30, 260), sample=st.integers(1, 4000))
+def test_stratified_counts_are_exact_where_the_candidates_hold_every_pair(
+    seed: int, n: int, sample: int
+) -> None:
+    """Every pair agreeing on two or more fields is a candidate (as a household's pairs
+    are); the random pairs that are not candidates stand for the rest. The oracle
+    counts all n(n-1)/2 pairs."""
+    from er.match._train import _pattern_counts, random_pairs
+
+    rng = np.random.default_rng(seed)
+    i, j = np.triu_indices(n, 1)
+    levels = (1 + (rng.random((i.size, 5)) < 0.15)).astype(np.int8)
+    levels[rng.random(i.size) < 0.02] = HOUSEHOLD
+    cand = (levels >= 2).sum(axis=1) >= 2
+    cand |= rng.random(i.size) < 0.01  # and some near pairs that agree on less
+    at = dict(zip((i * n + j).tolist(), range(i.size), strict=True))
+    rl, rr = random_pairs(n, sample, seed)
+    rand_levels = levels[[at[k] for k in (rl * n + rr).tolist()]]
+    got = _pattern_counts(rand_levels, (rl, rr), levels[cand], (i[cand], j[cand]), n)
+
+    keys, counts = np.unique(pattern_keys(levels), return_counts=True)
+    exact = dict(zip(keys.tolist(), counts.tolist(), strict=True))
+    est = dict(zip(got.keys.tolist(), got.counts.tolist(), strict=True))
+    assert got.n_pairs == i.size
+    drawn = np.zeros(i.size, bool)
+    drawn[[at[k] for k in (rl * n + rr).tolist()]] = True
+    if (drawn & ~cand).any():  # some random pair stands for the non-candidates
+        assert sum(est.values()) == pytest.approx(i.size)
+    for key, agreeing in zip(got.keys.tolist(), got.symbols.sum(axis=1).tolist(), strict=True):
+        assert key in exact  # no pattern is made up
+        if agreeing >= 2:  # only candidates have it: counted, not sampled
+            assert est[key] == pytest.approx(exact[key])
+    if sample >= i.size:  # every pair drawn: the plain count
+        assert est == pytest.approx(exact)

@@ -1,0 +1,43 @@
+"""A pair-model collection's candidate vectors weigh its fields by type."""
+
+from __future__ import annotations
+
+from er.featurize import FeaturizerConfig
+from er.pipeline.config import CANDIDATE_WEIGHTS, new_collection_config
+
+RECORDS = [
+    {
+        "rec_id": str(i),
+        "name": f"ACME {i % 7} N.V.",
+        "latitude": f"{50 + i / 100:.2f}",
+        "classes": "A61N**A61B" if i % 2 else "G01N**C11D",
+        "suburb": ["linton", "ryde", "cowes"][i % 3],
+    }
+    for i in range(60)
+]
+
+
+def test_descriptions_and_numbers_weigh_less_in_the_candidate_vectors() -> None:
+    config = new_collection_config(RECORDS, id_field="rec_id", gold_field=None)
+    types = config["field_types"]
+    weights = {f.name: f.weight for f in FeaturizerConfig.from_json(config["featurizer"]).fields}
+    assert types["latitude"] == "number" and types["classes"] == "text"
+    assert weights == {name: CANDIDATE_WEIGHTS.get(kind, 1.0) for name, kind in types.items()}
+    assert weights["name"] == 1.0 and weights["suburb"] == 1.0
+    assert weights["latitude"] == weights["classes"] == 0.1
+
+
+def test_a_given_featurizer_and_a_cosine_collection_keep_their_weights() -> None:
+    inferred = new_collection_config(RECORDS, id_field="rec_id", gold_field=None)
+    given = FeaturizerConfig.from_json(inferred["featurizer"]).to_json()
+    for spec in given["fields"]:
+        spec["weight"] = 2.0
+    kept = new_collection_config(
+        RECORDS, id_field="rec_id", gold_field=None, given={"featurizer": given}
+    )
+    assert kept["featurizer"] == given
+    cosine = new_collection_config(
+        RECORDS, id_field="rec_id", gold_field=None, given={"scoring": "cosine"}
+    )
+    fields = FeaturizerConfig.from_json(cosine["featurizer"]).fields
+    assert {f.weight for f in fields} == {1.0}
