@@ -47,7 +47,14 @@ def _without_stable_ids() -> Iterator[None]:
         ArrayLedger.step_labels, p._near_rows = step, near  # type: ignore[method-assign]
 
 
-def run_pipeline(records: list[dict[str, Any]], batch: int, label: str) -> list[dict[str, Any]]:
+def run_pipeline(
+    records: list[dict[str, Any]],
+    batch: int,
+    label: str,
+    config: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Every batch through the product pipeline in process; the batch reports.
+    ``config``: the collection's config given with its first batch."""
     from rich.progress import Progress
 
     from er.config import Settings
@@ -71,6 +78,7 @@ def run_pipeline(records: list[dict[str, Any]], batch: int, label: str) -> list[
                     records=chunk,
                     id_field="rec_id",
                     gold_field="entity",
+                    config=config if start == 0 else None,
                 )
                 ingest_s = time.perf_counter() - t0
                 [report] = run_cluster(settings, "people")

@@ -33,10 +33,12 @@ def main() -> None:
     ap.add_argument("--at", type=int, nargs="+", default=[10_000, 20_000])
     ap.add_argument("--width", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--config", type=json.loads, default=None, help="collection config (JSON)")
     args = ap.parse_args()
     import er
 
-    reports = run_pipeline(synthetic_people(args.n, seed=args.seed), args.batch, "writer")
+    people = synthetic_people(args.n, seed=args.seed)
+    reports = run_pipeline(people, args.batch, "writer", args.config)
     for at in args.at:
         rows = [reports[i] for i in around(reports, at, args.width)]
         stages = sorted({k for r in rows for k in r["timings"]})
@@ -49,6 +51,7 @@ def main() -> None:
             "stages_s": mean,
             "work_s": round(sum(v for k, v in mean.items() if k != "ingest_s"), 3),
             "code": str(Path(er.__file__).parent.parent),
+            "config": args.config,
             "load": os.getloadavg(),
             "machine": f"{platform.machine()}, {platform.python_version()}",
         }

@@ -141,6 +141,7 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, m
     from er.featurize import FeaturizerConfig, FieldTypes, featurize
     from er.match import FieldTable
     from er.pipeline import DEFAULT_PAIR_CUT, run_entities
+    from er.pipeline.config import PAIR_FLOOR
     from er.pipeline.train import train_on_batch, train_on_collection
     from er.stores.sql import batch_mentions, find_collection, make_engine
 
@@ -157,7 +158,14 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, m
     assert config["scoring"] == "pair_model" and config["cut_threshold"] == DEFAULT_PAIR_CUT
     types = FieldTypes(config["field_types"])
     cfg = FeaturizerConfig.from_json(config["featurizer"])
-    core, table, model, order, X = MBSCC(), FieldTable(types.names), None, [], None
+    assert config["params"] == {"linkage": "mean", "tau_min": PAIR_FLOOR}
+    core, table, model, order, X = (
+        MBSCC(**config["params"]),
+        FieldTable(types.names),
+        None,
+        [],
+        None,
+    )
     trained: list[Any] = []
     for rows in batches:
         norm = types.normalise([p for _, p in rows]).rows
@@ -187,6 +195,11 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, m
     theirs = _partition(order, label.tolist())
     assert ours == theirs
     assert 300 < len(ours) < 1200  # entities formed, not everything merged or apart
+    # the stored hierarchy stops at the floor: one root over what stays apart
+    h = core.hierarchy_
+    inner = np.flatnonzero(h.parents() >= 0)
+    inner = inner[inner >= h.n_points]
+    assert (h.score[inner] >= PAIR_FLOOR).all()
 
 
 def test_unreadable_and_long_values_are_resolved_and_counted(settings_env, febrl) -> None:
