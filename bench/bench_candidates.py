@@ -24,7 +24,6 @@ both cores; inverted: one).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import resource
 import sys
@@ -38,6 +37,7 @@ from numpy.typing import NDArray
 from scipy import sparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _rows import emit
 from people_real import TEST_SEED, real_people
 
 
@@ -163,11 +163,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="append one JSON row per size")
     args = ap.parse_args()
     for n in args.n:
-        row = measure(n, args.level, args.cap, args.m, args.queries)
-        print(json.dumps(row), flush=True)
-        if args.json:
-            with args.json.open("a") as fh:
-                fh.write(json.dumps(row) + "\n")
+        emit(measure(n, args.level, args.cap, args.m, args.queries), args.json)
 
 
 if __name__ == "__main__":

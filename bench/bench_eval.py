@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _rows import emit
 from bench_quality import er_workspace
 from people_real import TEST_SEED, real_people
 
@@ -63,11 +64,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="append one JSON line per size")
     args = ap.parse_args()
     for n in args.n:
-        row = measure(n, args.level)
-        print(json.dumps(row), flush=True)
-        if args.json:
-            with args.json.open("a") as fh:
-                fh.write(json.dumps(row) + "\n")
+        emit(measure(n, args.level), args.json)
 
 
 if __name__ == "__main__":

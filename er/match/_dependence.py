@@ -128,8 +128,8 @@ def count_patterns(
     Parameters
     ----------
     random_levels : ndarray of int8, shape (N, F)
-        Levels of a uniform sample of all pairs, or of a stratified one
-        (:func:`stratified_counts`).
+        Levels of a uniform sample of all pairs, or of a stratified one (every
+        candidate pair, then a sample of the rest; ``er.match._train._pattern_counts``).
     weights : ndarray of float64, shape (N,), optional
         Pairs each row stands for (1 by default).
     n_pairs : int, optional

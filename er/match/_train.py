@@ -188,13 +188,12 @@ def _pattern_counts(
     total = n * (n - 1) // 2
     if rand_levels.shape[0] >= total or cand_levels.shape[0] == 0:
         return count_patterns(rand_levels)
-    rl, rr = rand
-    cl, cr = cand
-    others = ~np.isin(rl * n + rr, np.minimum(cl, cr) * n + np.maximum(cl, cr))
-    weight = (total - cand_levels.shape[0]) / max(int(others.sum()), 1)
-    levels = np.concatenate([cand_levels, rand_levels[others]])
-    weights = np.concatenate([np.ones(cand_levels.shape[0]), np.full(int(others.sum()), weight)])
-    return count_patterns(levels, weights, n_pairs=total)
+    (rl, rr), (cl, cr) = rand, cand
+    others = rand_levels[~np.isin(rl * n + rr, np.minimum(cl, cr) * n + np.maximum(cl, cr))]
+    n_cand = cand_levels.shape[0]
+    weight = (total - n_cand) / max(others.shape[0], 1)
+    weights = np.r_[np.ones(n_cand), np.full(others.shape[0], weight)]
+    return count_patterns(np.concatenate([cand_levels, others]), weights, n_pairs=total)
 
 
 def _blank(name: str, kind: str) -> FieldWeights:

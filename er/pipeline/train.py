@@ -8,7 +8,7 @@ every later batch is scored by it until a retraining stores a newer version.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -84,13 +84,18 @@ def grown_past_first_model(model: PairModel, population: int) -> bool:
 
 
 def train_on_collection(
-    table: FieldTable, config: Mapping[str, Any], X: NDArray[np.float32], version: int
+    table: FieldTable,
+    config: Mapping[str, Any],
+    X: NDArray[np.float32],
+    version: int,
+    gold: Sequence[object] | None = None,
 ) -> PairModel:
     """A pair model trained on every record of ``table``, candidates by exact k-NN of
-    their vectors ``X`` (shape (len(table), d)), as ``er train`` does."""
+    their vectors ``X`` (shape (len(table), d)): the writer's retraining at
+    GROWTH_RETRAIN and ``er train`` (which may count from ``gold`` labels) alike."""
     kinds = [config["field_types"][name] for name in table.fields]
     pairs = exact_candidates(X, TRAIN_K)
-    return train_pair_model(table, kinds, pairs, seed=TRAIN_SEED, version=version)
+    return train_pair_model(table, kinds, pairs, gold=gold, seed=TRAIN_SEED, version=version)
 
 
 TRAIN_SAMPLE = 20_000  # mentions a retraining reads (the earliest): exact k-NN in blocks
@@ -137,14 +142,8 @@ def retrain(session: Session, *, collection: str, from_gold: bool = False) -> di
     table.add(batch.rows)
     X = _featurizer(coll.config)([dict(zip(types.names, r, strict=True)) for r in batch.rows])
     held = stored_model(coll.config)
-    model = train_pair_model(
-        table,
-        list(types.kinds),
-        exact_candidates(X, TRAIN_K),
-        gold=gold if from_gold else None,
-        seed=TRAIN_SEED,
-        version=(held.version if held is not None else 0) + 1,
-    )
+    version = (held.version if held is not None else 0) + 1
+    model = train_on_collection(table, coll.config, X, version, gold if from_gold else None)
     coll.config = {**coll.config, "pair_model": model.to_json()}
     return {
         "collection": collection,

@@ -427,7 +427,7 @@ class _BatchJob:
         population = len(state.table)
         if model is None:  # the collection's first batch: train on it (issue #29)
             model = train_on_batch(state.table, self.config, idx, first)
-        elif grown_past_first_model(model, population) and state.index is not None:
+        elif grown_past_first_model(model, population):  # search indexed this batch
             X = state.index.vectors[:population]
             model = train_on_collection(state.table, self.config, X, model.version + 1)
         state.model = model
