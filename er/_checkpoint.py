@@ -1,12 +1,12 @@
 """The writer's checkpoint: a small pickle beside append-only files of vector rows.
 
 The big matrices of a writer's state (the core's points, the k-NN index's vectors:
-n x d float32 each) only ever grow at the end: a row, once added, never changes.
-Pickling them with the rest made every checkpoint O(n d) bytes (800 MB at 100k
-mentions of 1,024 dimensions). Instead each one lives in its own file of raw rows,
-``<checkpoint>.<name>.f32``, and a save writes only the rows added since the last
-save; the pickle holds everything else and the number of rows of each file that
-belong to it.
+n x d float32 each; the blocking keys, n x 55 int64) only ever grow at the end: a
+row, once added, never changes. Pickling them with the rest made every checkpoint
+O(n d) bytes (800 MB at 100k mentions of 1,024 dimensions). Instead each one lives in
+its own file of raw rows, ``<checkpoint>.<name>.f32`` (``.i64``), and a save writes
+only the rows added since the last save; the pickle holds everything else and the
+number of rows of each file that belong to it.
 
 A save is ordered so that a crash anywhere leaves a consistent checkpoint:
 
@@ -48,17 +48,20 @@ class RowLog:
     Attributes
     ----------
     name : str
-        Names the file, ``<checkpoint>.<name>.f32``.
+        Names the file, ``<checkpoint>.<name>.f32`` (``.i64`` for int64).
     path : tuple of str
         Attribute path from the state to the array, e.g. ``("core", "_knn", "X")``.
     rows_attr : str or None
         Attribute (of the array's owner) counting the rows in use, when the array
         has spare capacity beyond them (``VectorIndex._n``); None: every row is used.
+    dtype : {"float32", "int64"}
+        The matrix's type (vectors; blocking keys, ``er.ann.KeyIndex``).
     """
 
     name: str
     path: tuple[str, ...]
     rows_attr: str | None = None
+    dtype: str = "float32"
 
     def owner(self, state: Any) -> Any:
         """The object holding the array, or None if the state has no such path."""
@@ -69,25 +72,26 @@ class RowLog:
                 return None
         return obj
 
-    def rows(self, state: Any) -> NDArray[np.float32] | None:
-        """(n, d) the rows in use, or None when the state holds no such float32 matrix."""
+    def rows(self, state: Any) -> NDArray[Any] | None:
+        """(n, d) the rows in use, or None when the state holds no such matrix."""
         owner = self.owner(state)
         X = getattr(owner, self.path[-1], None) if owner is not None else None
-        if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype != np.float32:
+        if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype != np.dtype(self.dtype):
             return None
         n = X.shape[0] if self.rows_attr is None else int(getattr(owner, self.rows_attr))
         return X[:n]
 
     def file(self, checkpoint: Path) -> Path:
-        return checkpoint.with_name(f"{checkpoint.name}.{self.name}.f32")
+        suffix = {"float32": "f32", "int64": "i64"}[self.dtype]
+        return checkpoint.with_name(f"{checkpoint.name}.{self.name}.{suffix}")
 
 
-def save_rows(checkpoint: Path, log: RowLog, X: NDArray[np.float32], saved: int) -> None:
+def save_rows(checkpoint: Path, log: RowLog, X: NDArray[Any], saved: int) -> None:
     """Write rows ``X[saved:]`` at their place in the log's file; cut it at ``len(X)``.
 
     Parameters
     ----------
-    X : ndarray of float32, shape (n, d)
+    X : ndarray of shape (n, d), the log's dtype
         All rows; the first ``saved`` are on disk already.
     """
     row = X.shape[1] * X.itemsize
@@ -103,26 +107,27 @@ def save_rows(checkpoint: Path, log: RowLog, X: NDArray[np.float32], saved: int)
         os.close(fd)
 
 
-def _load_rows(checkpoint: Path, log: RowLog, n: int, dim: int) -> NDArray[np.float32]:
+def _load_rows(checkpoint: Path, log: RowLog, n: int, dim: int) -> NDArray[Any]:
     """(n, dim) the first ``n`` rows of the log's file (rows past them are debris)."""
     path = log.file(checkpoint)
-    have = path.stat().st_size // (4 * dim) if path.exists() else 0
+    dtype = np.dtype(log.dtype)
+    have = path.stat().st_size // (dtype.itemsize * dim) if path.exists() else 0
     if have < n:
         raise ERError(
             f"{path}: holds {have} rows, the checkpoint counts {n}; "
             "move the collection's checkpoint files away to rebuild it."
         )
-    return np.fromfile(path, dtype=np.float32, count=n * dim).reshape(n, dim)
+    return np.fromfile(path, dtype=dtype, count=n * dim).reshape(n, dim)
 
 
 @contextmanager
-def detached(state: Any, logs: tuple[RowLog, ...]) -> Iterator[dict[str, NDArray[np.float32]]]:
+def detached(state: Any, logs: tuple[RowLog, ...]) -> Iterator[dict[str, NDArray[Any]]]:
     """Swap each log's array for an empty (0, d) one while the block pickles ``state``.
 
     Yields the rows in use by log name; the arrays are put back on exit.
     """
-    taken: list[tuple[Any, str, NDArray[np.float32]]] = []
-    rows: dict[str, NDArray[np.float32]] = {}
+    taken: list[tuple[Any, str, NDArray[Any]]] = []
+    rows: dict[str, NDArray[Any]] = {}
     try:
         for log in logs:
             X = log.rows(state)
@@ -131,7 +136,7 @@ def detached(state: Any, logs: tuple[RowLog, ...]) -> Iterator[dict[str, NDArray
             owner = log.owner(state)
             full = getattr(owner, log.path[-1])
             taken.append((owner, log.path[-1], full))
-            setattr(owner, log.path[-1], np.zeros((0, X.shape[1]), np.float32))
+            setattr(owner, log.path[-1], np.zeros((0, X.shape[1]), X.dtype))
             rows[log.name] = X
         yield rows
     finally:

@@ -4,14 +4,18 @@
 ``auto``); :func:`batch_neighbors` adds a mini-batch and returns its k-NN among all
 points, the form :meth:`er.cluster.MBSCC.partial_fit` takes as ``neighbors=``;
 :func:`neighbors_before_add` finds the same lists before the batch is added.
+:class:`KeyIndex` proposes candidates by blocking keys instead, at a cost per record
+that does not grow with the collection (:func:`record_keys`).
 """
 
 from er.ann._annoy_index import annoy_knn_graph
 from er.ann._index import BACKENDS, NeighborIndex, VectorIndex, load_index, make_index
+from er.ann._keys import KeyIndex, n_keys, record_keys
 from er.ann._knn import batch_neighbors, index_knn_graph, neighbors_before_add
 
 __all__ = [
     "BACKENDS",
+    "KeyIndex",
     "NeighborIndex",
     "VectorIndex",
     "annoy_knn_graph",
@@ -19,5 +23,7 @@ __all__ = [
     "index_knn_graph",
     "load_index",
     "make_index",
+    "n_keys",
     "neighbors_before_add",
+    "record_keys",
 ]

@@ -30,7 +30,24 @@ SCORINGS = ("pair_model", "cosine")
 # LLAMA is a batch algorithm: the writer re-runs it over every point per batch (its
 # partial_fit), keeping node ids by point set; fine up to some tens of thousands.
 PIPELINE_ALGORITHMS = ("mbscc", "grinch", "llama")
-CONFIG_KEYS = ("featurizer", "algorithm", "params", "cut_threshold", "scoring", "field_types")
+CONFIG_KEYS = (
+    "featurizer",
+    "algorithm",
+    "params",
+    "cut_threshold",
+    "scoring",
+    "field_types",
+    "candidates",
+)
+# How a batch's candidate pairs are found (issue #30): "keys", records sharing a
+# blocking key (er.ann.KeyIndex: a cost per record that does not grow with the
+# collection), re-scored by the vectors' cosine; or "exact", the vectors' exact k-NN
+# over every record (linear in the collection). Keys need typed fields, several of
+# them: with one or two, a typo in one leaves no key to agree on (Leipzig's single
+# affiliation string), so such collections, cosine-scored ones and collections made
+# before the keys search exactly.
+CANDIDATES = ("keys", "exact")
+KEYED_MIN_FIELDS = 3
 
 
 def _make_core(algorithm: str, params: dict[str, Any]) -> Any:
@@ -107,7 +124,23 @@ def new_collection_config(
         out["field_types"] = types.to_json()
         if "featurizer" not in given:
             out["featurizer"] = _candidate_weights(featurizer, types.to_json()).to_json()
+    out["candidates"] = _candidates(given, out.get("field_types"))
     return out
+
+
+def _candidates(given: Mapping[str, Any], types: Mapping[str, str] | None) -> str:
+    """The collection's candidate search (:data:`CANDIDATES`), checked or defaulted."""
+    default = "keys" if types is not None and len(types) >= KEYED_MIN_FIELDS else "exact"
+    chosen = given.get("candidates", default)
+    if chosen not in CANDIDATES:
+        raise ConfigError(
+            f"collection config: candidates must be one of {CANDIDATES}. Got {chosen!r}."
+        )
+    if chosen == "keys" and types is None:
+        raise ConfigError(
+            'collection config: "candidates": "keys" needs typed fields ("scoring": "pair_model").'
+        )
+    return str(chosen)
 
 
 # Share of each field type in a pair-model collection's candidate vectors (the index

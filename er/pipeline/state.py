@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from er._checkpoint import RowLog, attach, detached, dump_temp, save_rows
+from er.ann import KeyIndex
 from er.entities import ArrayLedger, EntityLedger
 from er.exceptions import ERError
 from er.match import FieldTable, PairModel
@@ -33,6 +34,7 @@ class _State:
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq -> point rows
     ledger: ArrayLedger = field(default_factory=ArrayLedger)  # stable entity ids
     index: Any = None  # the k-NN index (er.ann), created with the first batch
+    keys: KeyIndex | None = None  # blocking keys ("candidates": "keys"), ditto
     rows_saved: dict[str, int] = field(default_factory=dict)  # rows of each row log
     # pair-model collections: every point's normalised fields, and the model that
     # scored the last batch (the collection's stored model, or the one trained here
@@ -42,7 +44,9 @@ class _State:
 
 
 NEAR_K = 3  # NEAR edges written per new mention: the evidence `er query explain` shows
-INDEX_BACKEND = "exact"  # see _BatchJob._neighbors: an approximate one needs per-seq saves
+# How the vectors are searched when a collection's candidates are "exact" (see
+# _BatchJob._neighbors: an approximate backend would need per-seq saves to replay).
+INDEX_BACKEND = "exact"
 
 
 def _checkpoint_path(state_dir: Path, collection: str) -> Path:
@@ -53,6 +57,7 @@ def _checkpoint_path(state_dir: Path, collection: str) -> Path:
 _ROW_LOGS = (
     RowLog("points", ("core", "_knn", "X"), rows_attr="_n"),
     RowLog("vectors", ("index", "_X"), rows_attr="_n"),
+    RowLog("keys", ("keys", "_keys"), rows_attr="_n", dtype="int64"),
 )
 
 
@@ -66,6 +71,8 @@ def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
         raise ERError(f"{path}: not an er checkpoint; move it away to rebuild the collection.")
     if not hasattr(state, "ledger"):  # a checkpoint from before stable entity ids
         state.ledger, state.index = ArrayLedger(), None
+    if not hasattr(state, "keys"):  # from before blocking keys: exact candidates
+        state.keys = None
     if isinstance(state.ledger, EntityLedger):  # from before the array ledger
         state.ledger = ArrayLedger.from_ledger(state.ledger)
     if not hasattr(state, "rows_saved"):  # from before the row logs: rows in the pickle

@@ -34,7 +34,8 @@ from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session
 
 from er._checkpoint import commit_temp
-from er.ann import batch_neighbors, make_index
+from er.ann import KeyIndex, batch_neighbors, make_index, record_keys
+from er.ann._index import rank
 from er.cluster import MBSCC
 from er.delta import ClusteringDelta
 from er.evaluation import cut_at_score
@@ -349,7 +350,11 @@ class _BatchJob:
                 records = [dict(zip(types.names, r, strict=True)) for r in batch.rows]
                 X = _featurizer(self.config)(records)
         with _timed(timings, "index_s"):
-            idx, sim = self._neighbors(state, X)
+            if self.config.get("candidates") == "keys":
+                assert types is not None and batch is not None  # the config checks it
+                idx, sim = self._keyed(state, X, record_keys(batch.rows, types.kinds))
+            else:
+                idx, sim = self._neighbors(state, X)
         return _Found(X, idx, sim, batch)
 
     def cluster(
@@ -455,8 +460,31 @@ class _BatchJob:
         """
         if state.index is None:
             state.index = make_index(INDEX_BACKEND, dim=X.shape[1])
-        k = max(int(getattr(state.core, "k", 0)), NEAR_K)
-        return batch_neighbors(state.index, X, k)
+        return batch_neighbors(state.index, X, self._k(state))
+
+    def _keyed(
+        self, state: _State, X: NDArray[np.float32], keys: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        """Add the batch to the blocking keys and the vectors; its best k candidates.
+
+        The records sharing a key with each new record (:class:`er.ann.KeyIndex`,
+        every record so far and the batch's own) are ranked by the vectors' cosine
+        (float32), as exact search ranks all records, and the best k kept (-1
+        padded: a record may share no key). Keys and answers are functions of the
+        records in order, so a replayed batch finds the same lists.
+        """
+        if state.index is None:
+            state.index = make_index("exact", dim=X.shape[1])  # holds the vectors
+            state.keys = KeyIndex(keys.shape[1])
+        assert state.keys is not None  # created with the index
+        state.index.add(X)
+        candidates = state.keys.candidates(state.keys.add(keys))
+        return rank(X, state.index.vectors, candidates, self._k(state), np.float32)
+
+    @staticmethod
+    def _k(state: _State) -> int:
+        """Neighbours per new mention: the core's k, at least NEAR_K."""
+        return max(int(getattr(state.core, "k", 0)), NEAR_K)
 
 
 @dataclass

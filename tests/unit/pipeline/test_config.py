@@ -1,7 +1,11 @@
-"""A pair-model collection's candidate vectors weigh its fields by type."""
+"""A pair-model collection's candidate vectors weigh its fields by type; its candidates
+come from blocking keys when it has several typed fields."""
 
 from __future__ import annotations
 
+import pytest
+
+from er.exceptions import ConfigError
 from er.featurize import FeaturizerConfig
 from er.pipeline.config import CANDIDATE_WEIGHTS, new_collection_config
 
@@ -41,3 +45,31 @@ def test_a_given_featurizer_and_a_cosine_collection_keep_their_weights() -> None
     )
     fields = FeaturizerConfig.from_json(cosine["featurizer"]).fields
     assert {f.weight for f in fields} == {1.0}
+
+
+def test_candidates_are_keys_for_several_typed_fields_else_exact() -> None:
+    several = new_collection_config(RECORDS, id_field="rec_id", gold_field=None)
+    assert several["candidates"] == "keys"
+    two = [{"rec_id": r["rec_id"], "name": r["name"], "suburb": r["suburb"]} for r in RECORDS]
+    assert new_collection_config(two, id_field="rec_id", gold_field=None)["candidates"] == "exact"
+    cosine = new_collection_config(
+        RECORDS, id_field="rec_id", gold_field=None, given={"scoring": "cosine"}
+    )
+    assert cosine["candidates"] == "exact"
+    chosen = new_collection_config(
+        RECORDS, id_field="rec_id", gold_field=None, given={"candidates": "exact"}
+    )
+    assert chosen["candidates"] == "exact"
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ({"candidates": "hnsw"}, "candidates must be one of"),
+        ({"candidates": "keys", "scoring": "cosine"}, "needs typed fields"),
+    ],
+)
+def test_a_bad_candidates_choice_is_one_clear_line(given: dict, says: str) -> None:
+    with pytest.raises(ConfigError, match=says) as err:
+        new_collection_config(RECORDS, id_field="rec_id", gold_field=None, given=given)
+    assert "\n" not in str(err.value)

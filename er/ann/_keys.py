@@ -1,0 +1,287 @@
+"""Blocking keys: a record's candidates in time that does not grow with the collection.
+
+An exact k-NN search compares each new record with every record before it, so a
+batch costs O(n). Record linkage has long avoided that with *blocking*: only records
+that agree exactly on some key are compared. :class:`KeyIndex` does that with many
+keys at once and a budget per record:
+
+- a record's keys are its normalised field values, each salted by the field's *type*
+  (a given name and a surname are both person names, so a record with the two swapped
+  still agrees on them), every pair of them (``surname=grant & dob=19680203``), and
+  the words of an organisation's name. A pair of two common values is usually rare,
+  so a typo in one field leaves most of the other pairs intact;
+- a record reads its keys rarest first and stops after ``budget`` key holders: a
+  common key (``state=nsw``) tells little and would make its work grow with the
+  collection, while the rare ones name the few records it may be. A mention of an
+  entity larger than the budget (a firm with thousands of patents), whose every key
+  is common, still reaches the entity's first mentions;
+- its candidates are the records it read, the ``m`` read most often (ties to the
+  lower id); the caller re-scores them exactly (cosine) and keeps its k best.
+
+The postings live in sorted segments (a log-structured merge: a batch adds a small
+segment; neighbours of similar size merge), so adding a batch and looking up its keys
+cost O(b log n). Everything is a function of the records in id order: a replay, or a
+rebuild from the keys after a restart, gives the same answers whatever the segments'
+layout. Only the (n, n_keys) key matrix is saved (a row log of the writer's
+checkpoint); the segments are rebuilt from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["KEY_BUDGET", "KEY_CANDIDATES", "KeyIndex", "n_keys", "record_keys"]
+
+KEY_BUDGET = 128  # key holders read per record, rarest keys first
+KEY_CANDIDATES = 100  # candidates per record, by keys shared, re-scored by the caller
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """SplitMix64's finaliser: a bijection on 64-bit words that spreads every bit."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * _M1
+        x = (x ^ (x >> np.uint64(27))) * _M2
+    out: NDArray[np.uint64] = x ^ (x >> np.uint64(31))
+    return out
+
+
+def _value_hash(kind: str, value: str) -> int:
+    """A stable 64-bit hash of one typed value (Python's own hash is salted per process)."""
+    digest = hashlib.blake2b(f"{kind}\x00{value}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+# Types whose values are several words that vary between mentions of one entity
+# ("siemens ag" / "siemens aktiengesellschaft"): each word is a key as well, the first
+# WORDS_PER_FIELD distinct ones; common words ("ltd") are read last, if at all.
+WORD_KINDS = frozenset({"org_name"})
+WORDS_PER_FIELD = 6
+
+
+def n_keys(kinds: Sequence[str]) -> int:
+    """Width of :func:`record_keys`' rows for fields of these types."""
+    f = len(kinds)
+    return f + f * (f - 1) // 2 + WORDS_PER_FIELD * sum(k in WORD_KINDS for k in kinds)
+
+
+def record_keys(rows: Sequence[Sequence[str | None]], kinds: Sequence[str]) -> NDArray[np.int64]:
+    """The blocking keys of each record: every typed value, every pair of them, and
+    the words of multi-word types (:data:`WORD_KINDS`).
+
+    Parameters
+    ----------
+    rows : sequence of sequence of (str or None), shape (b, n_fields)
+        Normalised values in field order; None (or "") is no value.
+    kinds : sequence of str, shape (n_fields,)
+        Each field's type; values are salted by it, not by the field.
+
+    Returns
+    -------
+    ndarray of int64, shape (b, n_keys(kinds))
+        Each row's distinct keys (never 0) in ascending order, then 0 for none; a
+        pair's key does not depend on the order of its two values.
+    """
+    f = len(kinds)
+    word_fields = [j for j, kind in enumerate(kinds) if kind in WORD_KINDS]
+    single = np.zeros((len(rows), f), np.uint64)
+    words = np.zeros((len(rows), WORDS_PER_FIELD * len(word_fields)), np.uint64)
+    for r, row in enumerate(rows):
+        for j, value in enumerate(row):
+            if value:
+                single[r, j] = _value_hash(kinds[j], value) or 1
+        for w, j in enumerate(word_fields):
+            distinct = dict.fromkeys(str(row[j] or "").split())
+            for i, word in enumerate(list(distinct)[:WORDS_PER_FIELD]):
+                words[r, w * WORDS_PER_FIELD + i] = _value_hash(kinds[j] + "\x01word", word) or 1
+    left, right = np.triu_indices(f, 1)
+    a, b = single[:, left], single[:, right]
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    pair = _mix(_mix(lo) ^ hi)
+    pair[pair == 0] = 1  # 0 means no key
+    pair[(a == 0) | (b == 0) | (a == b)] = 0  # a value paired with itself is no pair
+    out = np.concatenate([single, pair, words], axis=1).view(np.int64)
+    # equal keys within a record (two fields of one type with one value) count once
+    out.sort(axis=1)
+    dup = np.zeros(out.shape, bool)
+    dup[:, 1:] = out[:, 1:] == out[:, :-1]
+    out[dup] = 0
+    return out
+
+
+class KeyIndex:
+    """Records by blocking key; each record's candidates among all records indexed.
+
+    Parameters
+    ----------
+    n_keys : int
+        Keys per record (the width of :func:`record_keys`' rows).
+    budget : int, default KEY_BUDGET
+        Key holders read per record (its own entries included).
+    m : int, default KEY_CANDIDATES
+        Candidates per record.
+    """
+
+    def __init__(self, n_keys: int, budget: int = KEY_BUDGET, m: int = KEY_CANDIDATES) -> None:
+        self.budget, self.m = budget, m
+        self._keys = np.zeros((0, n_keys), np.int64)  # a row log of the checkpoint
+        self._n = 0
+        self._reset_postings()
+
+    def _reset_postings(self) -> None:
+        # sorted segments (keys, ids), larger first; rows [0, _indexed) are in them
+        self._segments: list[tuple[NDArray[np.int64], NDArray[np.int32]]] = []
+        self._indexed = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: the key matrix (with its spare rows) and the segments."""
+        return self._keys.nbytes + sum(k.nbytes + i.nbytes for k, i in self._segments)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the keys alone: the segments are rebuilt from them (same answers)."""
+        state = self.__dict__.copy()
+        state["_segments"], state["_indexed"] = [], 0
+        return state
+
+    def add(self, keys: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Index records by their keys (rows of :func:`record_keys`); return their ids."""
+        n0, n1 = self._n, self._n + keys.shape[0]
+        if n1 > self._keys.shape[0]:
+            grown = np.zeros((max(n1, 2 * self._keys.shape[0], 1024), keys.shape[1]), np.int64)
+            grown[:n0] = self._keys[:n0]
+            self._keys = grown
+        self._keys[n0:n1] = keys
+        self._n = n1
+        return np.arange(n0, n1, dtype=np.int64)
+
+    def candidates(self, ids: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Each indexed record's candidates among all indexed records (itself excluded).
+
+        A record's keys are read rarest first (fewest holders; ties by key) and their
+        holders taken until ``budget`` holders are read, the last key's lowest ids
+        first. A record's work is thus bounded whatever the collection's size, its
+        rare keys (the few records it may be) come first, and a mention of an entity
+        larger than the budget, whose every key is common, still reaches some of it.
+
+        Parameters
+        ----------
+        ids : ndarray of int64, shape (b,)
+
+        Returns
+        -------
+        ndarray of int64, shape (b, c), c <= m
+            Candidate ids, most shared keys first (ties to the lower id), -1 padded.
+        """
+        self._catch_up()
+        keys = self._keys[ids]
+        row, col = np.nonzero(keys)
+        key = keys[row, col]
+        spans = [self._span(seg, key) for seg in self._segments]
+        df = np.sum([hi - lo for lo, hi in spans], axis=0)
+        order = np.lexsort((key, df, row))
+        cum = np.cumsum(df[order])
+        first = np.searchsorted(row[order], row[order])  # each row's first lookup
+        read_before = cum - df[order] - np.r_[0, cum][first]
+        take = np.empty_like(df)
+        take[order] = np.clip(self.budget - read_before, 0, df[order])
+        owner, cand = self._gather(spans, take)
+        return self._best(ids, row[owner], cand)
+
+    def _gather(
+        self, spans: list[tuple[NDArray[np.int64], NDArray[np.int64]]], take: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The first ``take[i]`` holders (lowest ids) of each looked-up key i.
+
+        Segments hold consecutive id ranges, oldest first, each key's ids ascending:
+        their spans in order list a key's holders by id.
+
+        Returns
+        -------
+        owner : ndarray of int64, shape (take.sum(),)
+            The looked-up key of each holder.
+        ids : ndarray of int64, shape (take.sum(),)
+        """
+        owners, found = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        room = take.copy()
+        for (lo, hi), (_, seg_ids) in zip(spans, self._segments, strict=True):
+            here = np.minimum(hi - lo, room)
+            room -= here
+            owner, pos = _expand(lo, lo + here)
+            owners.append(owner)
+            found.append(seg_ids[pos].astype(np.int64))
+        return np.concatenate(owners), np.concatenate(found)
+
+    def _best(
+        self, ids: NDArray[np.int64], row: NDArray[np.int64], cand: NDArray[np.int64]
+    ) -> NDArray[np.int64]:
+        """(b, c) per query row the ``m`` candidates sharing the most keys with it."""
+        other = cand != ids[row]
+        row, cand = row[other], cand[other]
+        pair, shared = np.unique(row * np.int64(self._n) + cand, return_counts=True)
+        row, cand = pair // self._n, pair % self._n
+        order = np.lexsort((cand, -shared, row))
+        row, cand = row[order], cand[order]
+        rank = np.arange(row.size) - np.searchsorted(row, row)
+        keep = rank < self.m
+        width = int(rank[keep].max()) + 1 if keep.any() else 0
+        out = np.full((ids.size, width), -1, np.int64)
+        out[row[keep], rank[keep]] = cand[keep]
+        return out
+
+    @staticmethod
+    def _span(
+        segment: tuple[NDArray[np.int64], NDArray[np.int32]], key: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        keys = segment[0]
+        return np.searchsorted(keys, key, "left"), np.searchsorted(keys, key, "right")
+
+    def _catch_up(self) -> None:
+        """Put rows ``_indexed .. _n`` into a new segment; merge neighbours of like size.
+
+        A segment merges into the one before it while that one is at most twice its
+        size, so sizes shrink geometrically: O(log n) segments, and each posting is
+        re-sorted O(log n) times over the collection's life (two sorted runs merge in
+        one timsort pass).
+        """
+        if self._indexed == self._n:
+            return
+        new = self._keys[self._indexed : self._n]
+        row, col = np.nonzero(new)
+        seg_keys = new[row, col]
+        order = np.argsort(seg_keys, kind="stable")
+        ids = (row + self._indexed).astype(np.int32)
+        self._segments.append((seg_keys[order], ids[order]))
+        self._indexed = self._n
+        segments = self._segments
+        while len(segments) > 1 and segments[-2][0].size <= 2 * segments[-1][0].size:
+            (k2, i2), (k1, i1) = segments.pop(), segments.pop()
+            keys, ids_ = np.concatenate([k1, k2]), np.concatenate([i1, i2])
+            order = np.argsort(keys, kind="stable")  # older ids first within a key
+            segments.append((keys[order], ids_[order]))
+
+
+def _expand(
+    lo: NDArray[np.int64], hi: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Every position of the ranges ``[lo_i, hi_i)`` with the range it came from.
+
+    Returns
+    -------
+    owner, pos : ndarray of int64, shape (sum(hi - lo),)
+    """
+    length = hi - lo
+    owner = np.repeat(np.arange(lo.size), length)
+    starts = np.cumsum(length) - length
+    pos = np.arange(owner.size) - starts[owner] + lo[owner]
+    return owner, pos
