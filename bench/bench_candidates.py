@@ -13,8 +13,8 @@ with ``"candidates": "exact"`` do):
 - recall@10: the share of exact search's 10 that the keys' 10 hold;
 - matches: true matches (gold entity) among the 10 of each; "kept": the share of exact
   search's matches the keys' lists hold too;
-- seconds per batch of the keys (add, read, re-score), mean of the 10 batches before
-  each size, against exact search's milliseconds per query times 1,000.
+- seconds per batch of the keys (hash, add and merge, read, re-score), mean of the 10
+  batches before each size, against exact search's seconds for 1,000 of the queries.
 
     python -m bench candidates --n 1000000 --at 10000 100000 1000000
 """
@@ -118,14 +118,20 @@ def stream(args: argparse.Namespace) -> None:
 
     rows, kinds, X, gold = people_vectors(args.n, args.level)
     index = KeyIndex(len(record_keys(rows[:1], kinds)[0]), budget=args.budget)
-    seconds: list[float] = []
+    seconds: list[list[float]] = []  # per batch: keys, add (and merge), read, re-score
     lists: list[NDArray[np.int64]] = []
     for start in range(0, args.n, BATCH):
         stop = min(start + BATCH, args.n)
-        began = time.perf_counter()
-        ids = index.add(record_keys(rows[start:stop], kinds))
-        top, _ = rank(X[start:stop], X[:stop], index.candidates(ids), 10, np.float32)
-        seconds.append(time.perf_counter() - began)
+        t0 = time.perf_counter()
+        keys = record_keys(rows[start:stop], kinds)
+        t1 = time.perf_counter()
+        ids = index.add(keys)
+        index._catch_up()
+        t2 = time.perf_counter()
+        candidates = index.candidates(ids)
+        t3 = time.perf_counter()
+        top, _ = rank(X[start:stop], X[:stop], candidates, 10, np.float32)
+        seconds.append([t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3])
         lists = [*lists, top][-(args.queries // BATCH) :]
         if stop in args.at:
             row = compare(X, gold, lists, stop)
@@ -135,7 +141,14 @@ def stream(args: argparse.Namespace) -> None:
                     "level": args.level,
                     "budget": args.budget,
                     **row,
-                    "keys_s_per_batch": float(np.mean(seconds[-10:])),
+                    "keys_s_per_batch": float(np.sum(seconds[-10:]) / 10),
+                    **dict(
+                        zip(
+                            ("hash_s", "add_s", "read_s", "rescore_s"),
+                            np.mean(seconds[-10:], axis=0).round(4).tolist(),
+                            strict=True,
+                        )
+                    ),
                     "segments": len(index._segments),
                     "keys_gib": index.nbytes / 2**30,
                     "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
