@@ -22,10 +22,16 @@ from er.cluster._graph import (
 
 
 class _KnnLists:
-    """Exact k-NN lists of every point so far; ties go to the lower point index."""
+    """Exact k-NN lists of every point so far; ties go to the lower point index.
 
-    def __init__(self, k: int, dim: int) -> None:
+    ``keep_points=False`` keeps the lists alone: every batch must then bring its
+    neighbours (a caller's index, which holds the points already: 4 GB saved at a
+    million points of 1,024 dimensions).
+    """
+
+    def __init__(self, k: int, dim: int, keep_points: bool = True) -> None:
         self.k = k
+        self.dim, self.keep_points = dim, keep_points
         # rows 0.._n-1 of X are the points; the rest is room to grow, so that a batch
         # does not copy every earlier row (400 MB per batch at 100k x 1,024-d)
         self.X = np.zeros((0, dim), np.float32)
@@ -35,6 +41,8 @@ class _KnnLists:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state.setdefault("_n", state["X"].shape[0])  # pickles from before the spare room
+        state.setdefault("dim", state["X"].shape[1])
+        state.setdefault("keep_points", True)
         self.__dict__.update(state)
 
     @property
@@ -43,8 +51,12 @@ class _KnnLists:
         return self.X[: self._n]
 
     def _grow(self, rows: NDArray[np.float32]) -> None:
-        """Append rows, doubling the room when it runs out."""
+        """Append rows (count them only, without ``keep_points``), doubling the room
+        when it runs out."""
         n1 = self._n + rows.shape[0]
+        if not self.keep_points:
+            self._n = n1
+            return
         if n1 > self.X.shape[0]:
             room = np.empty((max(n1, 2 * self.X.shape[0]), self.X.shape[1]), np.float32)
             room[: self._n] = self.X[: self._n]

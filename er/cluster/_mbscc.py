@@ -127,7 +127,9 @@ class MBSCC:
             -1 for none), ``sim`` their cosine similarities. MBSCC keeps the top k
             per new row and updates the old points' lists with the reverse edges.
             With the complete exact lists the result equals the default, where
-            MBSCC searches exactly itself (O(b n d) per batch).
+            MBSCC searches exactly itself (O(b n d) per batch). Given with the
+            first batch, and the linkage is not centroid, MBSCC keeps no copy of the
+            points: every later batch must bring its neighbours too.
         """
         return self._fit(X, partial=True, neighbors=neighbors)
 
@@ -140,20 +142,28 @@ class MBSCC:
         validate_params(self)
         rows = normalize_rows(np.asarray(X))
         if not partial or not hasattr(self, "_knn"):
-            self._knn = _KnnLists(self.k, rows.shape[1])
+            # given neighbours and a linkage that reads no vectors: the caller's index
+            # holds the points, a copy here would only double the memory
+            keep = not partial or neighbors is None or self.linkage == "centroid"
+            self._knn = _KnnLists(self.k, rows.shape[1], keep_points=keep)
             self._prev = _Members.from_sets({})  # the last batch's clusters, by stable id
             self._key_format = "members"
             self._point_ids = np.zeros(0, np.int64)
             self._next_id = 0
             self._state = _Snapshot.empty()
             self._rounds = None
-        elif rows.shape[1] != self._knn.X.shape[1]:
+        elif rows.shape[1] != self._knn.dim:
             raise ConfigError(
-                f"X has {rows.shape[1]} columns; this MBSCC was fitted on {self._knn.X.shape[1]}."
+                f"X has {rows.shape[1]} columns; this MBSCC was fitted on {self._knn.dim}."
             )
         if neighbors is not None:  # checked before any state changes
             n0 = self._knn._n
             neighbors = check_neighbors(*neighbors, n0, n0 + rows.shape[0])
+        elif not self._knn.keep_points:
+            raise ConfigError(
+                "this MBSCC keeps no points (its first batch came with neighbours): "
+                "pass neighbors= with every batch."
+            )
         self._point_ids = np.r_[self._point_ids, self._take_ids(rows.shape[0])]
         marked = self._knn.add(rows, neighbors)
         taus = thresholds(self.tau_max, self.tau_min, self.n_levels, self.schedule)

@@ -186,3 +186,25 @@ def test_a_point_that_every_new_point_reaches_takes_the_best_k() -> None:
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
     same_hierarchy(own.hierarchy_, seam.hierarchy_)
+
+
+@pytest.mark.parametrize(("linkage", "kept"), [("average", 0), ("mean", 0), ("centroid", 60)])
+def test_given_neighbours_leave_the_points_with_the_caller_unless_centroid_reads_them(
+    linkage: str, kept: int
+) -> None:
+    X = normalize_rows(np.random.default_rng(3).normal(size=(60, 4)))
+    own, fed = MBSCC(k=4, n_levels=8, linkage=linkage), MBSCC(k=4, n_levels=8, linkage=linkage)
+    for start in (0, 30):
+        own.partial_fit(X[start : start + 30])
+        fed.partial_fit(X[start : start + 30], neighbors=complete_lists(X[: start + 30], start))
+        same_hierarchy(fed.hierarchy_, own.hierarchy_)
+    assert fed._knn.points.shape == (kept, 4) and fed._knn._n == 60
+    if not kept:
+        with pytest.raises(ConfigError, match="pass neighbors= with every batch") as err:
+            fed.partial_fit(X[:5])
+        assert "\n" not in str(err.value)
+        # nothing changed: the next batch goes on as if the refused one never came
+        own.partial_fit(X[:5])
+        fed.partial_fit(X[:5], neighbors=complete_lists(np.vstack([X, X[:5]]), 60))
+        same_hierarchy(fed.hierarchy_, own.hierarchy_)
+        np.testing.assert_array_equal(fed.node_ids_, own.node_ids_)
