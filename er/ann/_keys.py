@@ -86,8 +86,8 @@ def record_keys(rows: Sequence[Sequence[str | None]], kinds: Sequence[str]) -> N
     Returns
     -------
     ndarray of int64, shape (b, n_keys(kinds))
-        Each row's distinct keys (never 0) in ascending order, then 0 for none; a
-        pair's key does not depend on the order of its two values.
+        Each row's distinct keys (never 0), 0 in its other slots; a pair's key does
+        not depend on the order of its two values.
     """
     f = len(kinds)
     word_fields = [j for j, kind in enumerate(kinds) if kind in WORD_KINDS]
