@@ -101,10 +101,10 @@ def rank(
     cand : ndarray of int64, shape (b, c)
         Distinct candidate ids per row, -1 for none.
     dtype : numpy float type, default float64
-        Precision of the products. float32 is a quarter of the work; numpy's own
-        loops (no BLAS threads) make it the same on every run, but its order of
-        near-ties is not exact search's (the blocking keys' candidates, which exact
-        search does not see, take it).
+        Precision of the products. float32 is a quarter of the work and, in numpy's
+        own loops (no BLAS threads), the same on every run, but near-ties may order
+        unlike exact search's; the blocking keys' candidates, never compared with
+        exact search's lists, are ranked in float32.
 
     Returns
     -------

@@ -2,8 +2,8 @@
 
 One writer per collection takes the pending batches in sequence order under the
 collection's writer lock: it featurizes each batch, finds each new mention's
-candidates (blocking keys, or the exact k-NN index), scores them, steps the incremental
-core (MBSCC by default, GRINCH or LLAMA per collection) and the
+candidates (blocking keys, or the exact k-NN index), scores them, steps the
+incremental core (MBSCC by default, GRINCH or LLAMA per collection) and the
 stable-entity ledger, applies the delta to the graph stamped with the batch seq,
 checkpoints the state (:mod:`er.pipeline.state`) and marks the batch done with
 timings per stage.
