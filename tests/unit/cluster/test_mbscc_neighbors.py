@@ -208,3 +208,20 @@ def test_given_neighbours_leave_the_points_with_the_caller_unless_centroid_reads
         fed.partial_fit(X[:5], neighbors=complete_lists(np.vstack([X, X[:5]]), 60))
         same_hierarchy(fed.hierarchy_, own.hierarchy_)
         np.testing.assert_array_equal(fed.node_ids_, own.node_ids_)
+
+
+def test_a_pickled_mbscc_goes_on_like_the_one_never_pickled() -> None:
+    """The kept rounds travel as int32 and come back int64: the next batches agree."""
+    import pickle
+
+    X = normalize_rows(np.random.default_rng(5).normal(size=(90, 6)))
+    kept = MBSCC(k=4, n_levels=12)
+    kept.partial_fit(X[:30])
+    again = pickle.loads(pickle.dumps(kept))
+    assert all(r.key.dtype == np.int64 and r.out.dtype == np.int64 for r in again._rounds)
+    for start in (30, 60):
+        kept.partial_fit(X[start : start + 30])
+        again.partial_fit(X[start : start + 30])
+        same_hierarchy(again.hierarchy_, kept.hierarchy_)
+        np.testing.assert_array_equal(again.node_ids_, kept.node_ids_)
+        np.testing.assert_array_equal(again.delta_.node_id, kept.delta_.node_id)
