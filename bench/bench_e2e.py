@@ -9,7 +9,8 @@ done) p50/p95 around 10k, 50k and 100k resolved, the mean time per stage,
 pairwise/B-cubed F1 of the exported entities against the generator's gold ids, and
 where the CPU went (psutil): core-seconds of the worker, its graph database and
 PostgreSQL over the run, the machine's busy share of all its cores, what no group
-holds (``er ingest``, Redis, the OS) and the hypervisor's steal. The clock starts once
+holds (``er ingest``, Redis, the OS) and the hypervisor's steal; the peak resident
+memory of the worker and of its graph database (sampled every 2 s). The clock starts once
 the worker has settled after its start-up.
 
 The worker drains the ingest queue before the writers' queue (workers/app.py), so a
@@ -193,6 +194,40 @@ def _cpu_use(before: CpuClock, after: CpuClock, wall: float) -> dict[str, Any]:
     }
 
 
+class PeakRss:
+    """Peak resident memory of the worker's processes and of its graph database,
+    sampled every ``every`` seconds in a thread while the run lasts (GiB)."""
+
+    def __init__(self, worker: int, every: float = 2.0) -> None:
+        import threading
+
+        self.worker, self.every = worker, every
+        self.peak: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            with contextlib.suppress(psutil.Error):
+                now: dict[str, float] = {}
+                root = psutil.Process(self.worker)
+                for proc in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        group = "graph_db" if "redis" in proc.name() else "worker"
+                        now[group] = now.get(group, 0.0) + proc.memory_info().rss / 2**30
+                now["together"] = sum(now.values())
+                for group, gib in now.items():
+                    self.peak[group] = max(self.peak.get(group, 0.0), round(gib, 2))
+
+
 def _wait_idle(pid: int, timeout: float = 120.0) -> None:
     """Wait until the worker's tree has used under 0.05 CPU s over a second: started
     (imports, broker connection), waiting for tasks."""
@@ -273,18 +308,20 @@ def main() -> None:
             load_before = os.getloadavg()
             cpu_before = _read_clock(worker.pid)
             started = time.perf_counter()
-            done = subprocess.run(
-                [
-                    *(sys.executable, "-m", "er.cli", "ingest", str(path)),
-                    *("--collection", "people", "--id-field", "rec_id", "--gold-field", "entity"),
-                    *("--batch-size", str(args.batch), "--wait", "--timeout", "86400", "--json"),
-                    *(("--config", json.dumps(config)) if config else ()),
-                ],
-                env=env,
-                capture_output=True,
-                text=True,
-            )
-            wall = time.perf_counter() - started
+            with PeakRss(worker.pid) as rss:
+                done = subprocess.run(
+                    [
+                        *(sys.executable, "-m", "er.cli", "ingest", str(path)),
+                        *("--collection", "people", "--id-field", "rec_id"),
+                        *("--gold-field", "entity", "--batch-size", str(args.batch)),
+                        *("--wait", "--timeout", "86400", "--json"),
+                        *(("--config", json.dumps(config)) if config else ()),
+                    ],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                )
+                wall = time.perf_counter() - started
             if done.returncode != 0:
                 raise SystemExit(done.stderr)
             cpu = _cpu_use(cpu_before, _read_clock(worker.pid), wall)
@@ -309,6 +346,7 @@ def main() -> None:
         "load_at_start": [round(x, 2) for x in load_before],
         "load_at_end": [round(x, 2) for x in os.getloadavg()],
         "cpu": cpu,
+        "peak_rss_gib": rss.peak,
         "run": _run_means(batches, args.batch),
     }
     print(json.dumps(out))

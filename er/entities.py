@@ -255,6 +255,51 @@ class ArrayLedger:
         self.last_batch = batch
         return step
 
+    def step_part(
+        self, batch: int, mentions: NDArray[np.int64], labels: NDArray[np.int64]
+    ) -> EntityStep:
+        """:meth:`step_labels` for a batch that changed the entities of ``mentions`` alone.
+
+        The part must be closed: it holds every current mention of each current entity
+        it touches (the mentions of the floor components a batch redid, issue #30), and
+        the new mentions. The other mentions keep their entities; the step costs what
+        the part holds, plus a copy of the mention arrays when new mentions arrive.
+
+        Parameters
+        ----------
+        batch : int
+        mentions : ndarray of int64, shape (p,)
+        labels : ndarray of int, shape (p,)
+        """
+        if batch <= self.last_batch:
+            raise ConfigError(f"batches must increase: {batch} after {self.last_batch}.")
+        mentions = np.asarray(mentions, np.int64)
+        cluster = np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1)
+        uniq, counts = np.unique(mentions, return_counts=True)
+        if (counts > 1).any():
+            raise ConfigError(f"mention {int(uniq[counts > 1][0])} is in two new entities.")
+        pos = np.searchsorted(self.mention_, mentions).clip(max=max(self.mention_.size - 1, 0))
+        if self.mention_.size:
+            known = self.mention_[pos] == mentions
+            old = np.where(known, self.entity_[pos], -1)
+        else:
+            known, old = np.zeros(mentions.size, bool), np.full(mentions.size, -1, np.int64)
+        ids = self._assign(old, cluster)
+        new = ids[cluster]
+        step = self._diff(batch, mentions, cluster, old, new)
+        self.entity_[pos[known]] = new[known]
+        if not known.all():
+            added = np.flatnonzero(~known)
+            added = added[np.argsort(mentions[added], kind="stable")]
+            mention = np.r_[self.mention_, mentions[added]]
+            entity = np.r_[self.entity_, new[added]]
+            if self.mention_.size and mentions[added[0]] < self.mention_[-1]:
+                order = np.argsort(mention, kind="stable")  # new ids below old ones
+                mention, entity = mention[order], entity[order]
+            self.mention_, self.entity_ = mention, entity
+        self.last_batch = batch
+        return step
+
     def _old_entities(self, mentions: NDArray[np.int64]) -> NDArray[np.int64]:
         """(n,) current entity of each mention, -1 for new ones; checks the partition."""
         uniq, counts = np.unique(mentions, return_counts=True)
@@ -276,7 +321,9 @@ class ArrayLedger:
         seen = old >= 0
         pair, count = _unique_pairs(old[seen], cluster[seen])
         if pair.size:
-            sizes = np.unique(self.entity_, return_counts=True)
+            # every current mention of an old entity is among the given ones (checked
+            # by step_labels, the caller's promise in step_part): its size is its count
+            sizes = np.unique(old[seen], return_counts=True)
             size = sizes[1][np.searchsorted(sizes[0], pair[:, 0])]
             order = np.lexsort((pair[:, 1], pair[:, 0], -size, -count))
             _greedy(pair[order, 0], pair[order, 1], ids)
@@ -301,7 +348,7 @@ class ArrayLedger:
         fan = np.unique(succ[:, 0], return_counts=True)
         split = fan[1][np.searchsorted(fan[0], succ[:, 0])] > 1
         event = succ[:, 0] != succ[:, 1]
-        current, before = np.unique(new), np.unique(self.entity_)
+        current, before = np.unique(new), np.unique(old[seen])
         return EntityStep(
             batch,
             joined=list(zip(mentions[moved].tolist(), new[moved].tolist(), strict=True)),

@@ -43,7 +43,7 @@ app.conf.update(
         # Redis: poll the queues in name order, so "celery" (ingest) drains before the
         # "er.*" writers' queues. Ingest is cheap and makes records durable; the cluster
         # task then finds the backlog pending and overlaps each batch's graph write with
-        # the next batch's work (er.pipeline.writer._Lane). Round-robin polling alternated one
+        # the next batch's work (er.pipeline.lane._Lane). Round-robin polling alternated one
         # ingest with one cluster task, so a cluster task never saw two pending batches.
         "queue_order_strategy": "sorted",
     },

@@ -58,7 +58,7 @@ def cluster(collection: str) -> list[dict[str, Any]]:
     """
     from er.pipeline import has_pending, run_cluster
 
-    reports = run_cluster(settings, collection, budget_s=CLUSTER_BUDGET_S)
+    reports = run_cluster(settings, collection, budget_s=CLUSTER_BUDGET_S, flush=False)
     if reports and has_pending(settings, collection):
         cluster.apply_async(kwargs={"collection": collection}, queue=CLUSTER_QUEUE)
     return reports

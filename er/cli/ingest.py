@@ -40,7 +40,7 @@ def _line_count(path: Path) -> int:
 
 
 # Batches ingested before they are clustered in process: one run over several pending
-# batches writes batch b's delta to the graph while it steps batch b+1 (er.pipeline.writer._Lane).
+# batches writes batch b's delta to the graph while it steps batch b+1 (er.pipeline.lane._Lane).
 INGEST_AHEAD = 8
 
 

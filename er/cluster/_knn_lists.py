@@ -36,13 +36,32 @@ class _KnnLists:
         # does not copy every earlier row (400 MB per batch at 100k x 1,024-d)
         self.X = np.zeros((0, dim), np.float32)
         self._n = 0
-        self.idx = np.zeros((0, k), np.int64)
-        self.sim = np.zeros((0, k), np.float32)
+        # rows 0.._n-1 are the lists; the rest is room, as for X
+        self._idx = np.zeros((0, k), np.int64)
+        self._sim = np.zeros((0, k), np.float32)
+
+    @property
+    def idx(self) -> NDArray[np.int64]:
+        """(n, k) each point's neighbours, -1 for none (a view)."""
+        return self._idx[: self._n]
+
+    @property
+    def sim(self) -> NDArray[np.float32]:
+        """(n, k) their similarities, -inf for none (a view)."""
+        return self._sim[: self._n]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if "_n" in state:  # without the spare room
+            state["_idx"], state["_sim"] = self.idx, self.sim
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state.setdefault("_n", state["X"].shape[0])  # pickles from before the spare room
         state.setdefault("dim", state["X"].shape[1])
         state.setdefault("keep_points", True)
+        if "idx" in state:  # pickles from before the lists' spare room
+            state["_idx"], state["_sim"] = state.pop("idx"), state.pop("sim")
         self.__dict__.update(state)
 
     @property
@@ -118,8 +137,12 @@ class _KnnLists:
         self, new_idx: NDArray[np.int64], new_sim: NDArray[np.float32], n0: int
     ) -> NDArray[np.bool_]:
         """Store the new rows' lists; U(0) as in :meth:`add`."""
-        self.idx = np.vstack([self.idx, new_idx])
-        self.sim = np.vstack([self.sim, new_sim])
+        n1 = n0 + new_idx.shape[0]
+        if n1 > self._idx.shape[0]:  # double the room: a batch copies only its own rows
+            room = max(n1, 2 * self._idx.shape[0])
+            self._idx = _with_room(self._idx[:n0], room, -1)
+            self._sim = _with_room(self._sim[:n0], room, -np.inf)
+        self._idx[n0:n1], self._sim[n0:n1] = new_idx, new_sim
         marked = np.zeros(self._n, bool)
         marked[n0:] = True
         marked[new_idx[new_idx >= 0]] = True
@@ -186,7 +209,7 @@ class _KnnLists:
         """
         if S_old.shape[1] == 0:
             return
-        kth = self.sim.min(axis=1)  # -inf while a list is not full
+        kth = self._sim[: S_old.shape[1]].min(axis=1)  # -inf while a list is not full
         cols = np.flatnonzero(S_old.max(axis=0) >= kth - slack)
         if cols.size == 0:
             return
@@ -199,3 +222,10 @@ class _KnnLists:
     def graph(self) -> Any:
         """The symmetric k-NN graph of the lists (:func:`knn_lists_graph`)."""
         return knn_lists_graph(self.idx, self.sim)
+
+
+def _with_room(a: NDArray[Any], rows: int, fill: float) -> NDArray[Any]:
+    """``a`` (r, k) copied into an array of ``rows`` rows, the rest ``fill``."""
+    out = np.full((rows, a.shape[1]), fill, a.dtype)
+    out[: a.shape[0]] = a
+    return out

@@ -30,12 +30,10 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from er.cluster._graph import (
-    check_neighbors,
-    normalize_rows,
-    row_entries,
-)
+from er.cluster import _components
+from er.cluster._graph import check_neighbors, normalize_rows
 from er.cluster._hierarchy import Hierarchy
+from er.cluster._mbscc_ids import _Members, match_ids  # _Members: named by old pickles
 from er.cluster._params import Interval, Options, get_params, validate_params
 from er.cluster._rounds import LINKAGES, Agglomerator
 from er.cluster._scc import thresholds
@@ -45,7 +43,7 @@ __all__ = ["MBSCC"]
 
 
 from er.cluster._knn_lists import _KnnLists
-from er.cluster._snapshot import _find_sorted, _Snapshot
+from er.cluster._snapshot import _Snapshot
 
 
 class MBSCC:
@@ -59,10 +57,15 @@ class MBSCC:
         Fixed thresholds: levels must mean the same thing from batch to batch.
     linkage : {"average", "single", "centroid", "mean"}, default "average"
     k : int, default 10
-    marking : {"paper", "exact"}, default "paper"
+    marking : {"paper", "exact", "components"}, default "paper"
         ``exact`` re-derives every level: the result equals SCC on the same points.
         ``paper`` recomputes the nearest neighbour only of marked clusters (Eq.
         4.7-4.12) and reuses the last batch's choice for the others.
+        ``components`` (needs ``tau_min > 0`` and a linkage other than centroid)
+        re-derives exactly the floor components the batch touches
+        (:mod:`er.cluster._components`): the result equals SCC on the same points,
+        at a cost that follows the batch, not n. ``hierarchy_`` and ``node_ids_``
+        are then assembled when read; ``touched_`` tells what the batch redid.
 
     Attributes
     ----------
@@ -72,6 +75,10 @@ class MBSCC:
         What the last call changed, in stable node ids (see ``node_ids_``).
     node_ids_ : ndarray of int64, shape (hierarchy_.n_nodes,)
         Stable id of each node of ``hierarchy_``.
+    point_ids_ : ndarray of int64, shape (n_points,)
+        Stable id of each point (``node_ids_[:n_points]``, without assembling it).
+    touched_ : er.cluster._components.Touched
+        ``components`` marking: the points the last batch redid and their forest.
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
@@ -81,11 +88,15 @@ class MBSCC:
         "tau_min": [Interval(float, None, None)],
         "linkage": [Options(LINKAGES)],
         "k": [Interval(int, 1, None)],
-        "marking": [Options(("paper", "exact"))],
+        "marking": [Options(("paper", "exact", "components"))],
     }
     algorithm = "mbscc"
     # only on an instance unpickled from before the member lists (see _upgrade_keys)
     _ids: dict[bytes, int]
+    # the last structure (assembled when read, with components marking)
+    _hierarchy: Hierarchy | None
+    _node_ids: NDArray[np.int64] | None
+    _forest: _components.Forest | None
 
     def __init__(
         self,
@@ -152,6 +163,7 @@ class MBSCC:
             self._next_id = 0
             self._state = _Snapshot.empty()
             self._rounds = None
+            self._forest = _components.Forest(self.n_levels) if self._local() else None
         elif rows.shape[1] != self._knn.dim:
             raise ConfigError(
                 f"X has {rows.shape[1]} columns; this MBSCC was fitted on {self._knn.dim}."
@@ -167,18 +179,97 @@ class MBSCC:
         self._point_ids = np.r_[self._point_ids, self._take_ids(rows.shape[0])]
         marked = self._knn.add(rows, neighbors)
         taus = thresholds(self.tau_max, self.tau_min, self.n_levels, self.schedule)
+        if self._forest is not None:
+            return self._fit_components(np.flatnonzero(marked), taus)
         vectors = self._knn.points if self.linkage == "centroid" else None
         agg = Agglomerator(self._knn.graph(), self.linkage, vectors)
         if self.marking == "exact" or not partial:
             marked = np.ones_like(marked)
         self._rounds = _run_marked(agg, taus, marked, getattr(self, "_rounds", None))
-        self.hierarchy_ = agg.finish(self.algorithm, get_params(self), self._knn._n)
-        M = self.hierarchy_.leaf_membership()
-        self.node_ids_ = self._stable_ids(self.hierarchy_, M)
-        state = _Snapshot.of(self.hierarchy_, self.node_ids_, sizes=np.diff(M.indptr))
+        h = agg.finish(self.algorithm, get_params(self), self._knn._n)
+        M = h.leaf_membership()
+        self._hierarchy, self._node_ids = h, self._stable_ids(h, M)
+        state = _Snapshot.of(h, self._node_ids, sizes=np.diff(M.indptr))
         self.delta_ = state.delta_from(self._state, self.algorithm)
         self._state = state
         return self
+
+    def _local(self) -> bool:
+        """Whether this MBSCC steps per floor component; one line if it cannot."""
+        if self.marking != "components":
+            return False
+        if self.tau_min <= 0 or self.linkage == "centroid":
+            raise ConfigError(
+                'MBSCC marking="components" needs tau_min > 0 and a linkage other than '
+                f"centroid. Got tau_min={self.tau_min}, linkage={self.linkage!r}."
+            )
+        return True
+
+    def _fit_components(self, marked: NDArray[np.int64], taus: NDArray[np.float64]) -> MBSCC:
+        """One batch over the floor components it touches (:func:`_components.step`)."""
+        params = get_params(self)
+
+        def agglomerate(G: Any, s: int) -> Hierarchy:
+            agg = Agglomerator(G, self.linkage)
+            for tau in taus:
+                agg.merge(_at_least(float(tau)))
+            return agg.finish(self.algorithm, params, s, join=False)
+
+        assert self._forest is not None  # _fit's caller checks
+        n = self._knn._n
+        self.delta_, self.touched_ = _components.step(
+            self._forest,
+            self._knn.idx[:n],
+            self._knn.sim[:n],
+            marked,
+            self._point_ids,
+            agglomerate,
+            self._take_ids,
+            self.algorithm,
+            float(taus[-1]),
+        )
+        self._hierarchy = self._node_ids = None  # assembled when read
+        return self
+
+    @property
+    def hierarchy_(self) -> Hierarchy:
+        if self._hierarchy is None:
+            self._assemble()
+        assert self._hierarchy is not None
+        return self._hierarchy
+
+    @property
+    def node_ids_(self) -> NDArray[np.int64]:
+        if self._node_ids is None:
+            self._assemble()
+        assert self._node_ids is not None
+        return self._node_ids
+
+    @property
+    def point_ids_(self) -> NDArray[np.int64]:
+        return self._point_ids
+
+    def _assemble(self) -> None:
+        """The whole hierarchy from the components' forest (O(ids issued))."""
+        if self._forest is None:
+            raise AttributeError("hierarchy_: this MBSCC is not fitted")
+        self._hierarchy, self._node_ids = self._forest.hierarchy(
+            self._point_ids, self.algorithm, get_params(self)
+        )
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # pickles from before the assembled hierarchy kept it as plain attributes
+        for public, private in (("hierarchy_", "_hierarchy"), ("node_ids_", "_node_ids")):
+            if public in state:
+                state[private] = state.pop(public)
+        state.setdefault("_forest", None)
+        self.__dict__.update(state)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if state.get("_forest") is not None:  # assembled again when read
+            state["_hierarchy"] = state["_node_ids"] = None
+        return state
 
     def _take_ids(self, count: int) -> NDArray[np.int64]:
         ids = np.arange(self._next_id, self._next_id + count, dtype=np.int64)
@@ -186,30 +277,14 @@ class MBSCC:
         return ids
 
     def _stable_ids(self, h: Hierarchy, M: Any) -> NDArray[np.int64]:
-        """Stable id per node: points keep theirs; a cluster continues the last batch's.
-
-        A cluster with the same point set as a cluster of the previous batch keeps its
-        id. Otherwise it continues the previous cluster ``p``, among the previous
-        parents of its children, that shares the most points with it, provided it
-        keeps more than half of ``p``'s old points: a cluster that gains a point, or
-        swaps a few, keeps its id, so the delta updates its size instead of retiring
-        it and re-adding every edge below and above it. Each old id continues at most
-        once; the rest get new ids (never reused). Children come before parents (by
-        first level), so a child's id is settled before its parent looks at it.
+        """Stable id per node (:func:`match_ids` against the last batch's clusters).
 
         ``M`` is ``h.leaf_membership()``, shape (n_nodes, n_points).
         """
         self._upgrade_keys()
-        n, ids = h.n_points, np.full(h.n_nodes, -1, np.int64)
-        ids[:n] = self._point_ids
-        M.sort_indices()
-        now = _Members.of(M, n)
-        prev = self._prev
-        same_new, same_old = now.same_sets(prev)
-        ids[n + same_new] = prev.ids[same_old]
-        self._continue_ids(h, ids, now, prev.ids[same_old])
-        now.ids = ids[n:].copy()
-        self._prev = now.sorted_by_id()
+        ids, self._prev = match_ids(
+            h, M, self._point_ids, self._prev, self._state.edges, self._take_ids
+        )
         return ids
 
     def _upgrade_keys(self) -> None:
@@ -227,201 +302,6 @@ class MBSCC:
         self._prev = _Members.from_sets(sets)
         del self._ids
         self._key_format = "members"
-
-    def _continue_ids(
-        self, h: Hierarchy, ids: NDArray[np.int64], now: _Members, used: NDArray[np.int64]
-    ) -> None:
-        """Fill the clusters left at -1 in ``ids``: continued old ids, else new ones.
-
-        Level by level from the bottom (a child's id is settled before its parent
-        looks at it). Clusters formed at one level are disjoint, and continuing an old
-        cluster takes more than half of its points, so no two clusters of one level
-        can want the same old id: a level is decided at once.
-        """
-        n = h.n_points
-        todo = np.flatnonzero(ids < 0)
-        if todo.size == 0:
-            return
-        prev = self._prev
-        old_child, old_parent = self._state.edges[:, 0], self._state.edges[:, 1]
-        edges = np.asarray(h.edges, np.int64).reshape(-1, 2)
-        edges = edges[ids[edges[:, 1]] < 0]
-        level = h.level_lo
-        todo = todo[np.argsort(level[todo], kind="stable")]
-        edges = edges[np.argsort(level[edges[:, 1]], kind="stable")]
-        levels = np.unique(level[todo])
-        cut_v = np.searchsorted(level[todo], levels, side="right")
-        cut_e = np.searchsorted(level[edges[:, 1]], levels, side="right")
-        # old parents are the last batch's clusters: flags by their row in ``prev``,
-        # so memory follows the live clusters, not the largest id ever issued
-        taken = np.zeros(prev.ids.size, bool)  # continued already
-        taken[prev.row_of(used)] = True
-        span = np.int64(max(prev.ids.size, 1))
-        size = np.diff(now.indptr)
-        for i in range(levels.size):
-            vs = todo[(cut_v[i - 1] if i else 0) : cut_v[i]]
-            at = edges[(cut_e[i - 1] if i else 0) : cut_e[i]]
-            q = _lookup(old_child, old_parent, ids[at[:, 0]])
-            at, row = at[q >= 0], prev.row_of(q[q >= 0])  # rows of prev: by id order
-            # not continued yet, and more than half of q inside v needs |q| < 2 |v|
-            ok = ~taken[row] & (prev.size[row] < 2 * size[at[:, 1] - n])
-            code = np.unique(at[ok, 1] * span + row[ok])  # (v, row of q), sorted
-            if code.size:
-                rows = code % span
-                won = self._continue_level(ids, code // span, prev.ids[rows], rows, now, n)
-                taken[won] = True
-            fresh = vs[ids[vs] < 0]
-            ids[fresh] = self._take_ids(fresh.size)
-
-    def _continue_level(
-        self,
-        ids: NDArray[np.int64],
-        v: NDArray[np.int64],
-        q: NDArray[np.int64],
-        rows: NDArray[np.int64],
-        now: _Members,
-        n: int,
-    ) -> NDArray[np.int64]:
-        """Give clusters ``v`` (one level) the candidate old id ``q`` they overlap most.
-
-        ``(v[i], q[i])`` are the candidate pairs, sorted by v then q; ``rows[i]`` is
-        ``q[i]``'s row in ``self._prev``. Returns the rows of the old ids continued.
-        """
-        prev = self._prev
-        overlap = _level_overlaps(now, v - n, prev, rows, n)
-        keep = 2 * overlap > prev.size[rows]
-        v, q, rows, overlap = v[keep], q[keep], rows[keep], overlap[keep]
-        if v.size == 0:
-            return rows
-        # per cluster the largest overlap, ties to the lower old id
-        order = np.lexsort((q, -overlap, v))
-        v, q, rows = v[order], q[order], rows[order]
-        first = np.r_[True, v[1:] != v[:-1]]
-        ids[v[first]] = q[first]
-        return rows[first]
-
-
-class _Members:
-    """Point sets of clusters, CSR-like, with 128-bit set hashes for equality.
-
-    Attributes
-    ----------
-    ids : ndarray of int64, shape (c,)
-        Stable id of each row (set once the ids are known).
-    indptr : ndarray of int64, shape (c + 1,)
-    indices : ndarray of int64, shape (nnz,)
-        Points of each row, sorted.
-    hashes : ndarray of uint64, shape (c, 2)
-    """
-
-    def __init__(
-        self,
-        ids: NDArray[np.int64],
-        indptr: NDArray[np.int64],
-        indices: NDArray[np.int64],
-        hashes: NDArray[np.uint64] | None = None,
-    ) -> None:
-        self.ids, self.indptr, self.indices = ids, indptr, indices
-        self.size = np.diff(indptr)
-        self.hashes = _set_hashes(indices, indptr) if hashes is None else hashes
-
-    @classmethod
-    def of(cls, M: Any, first: int) -> _Members:
-        """Rows ``first..`` of a sorted CSR membership (the clusters of a hierarchy)."""
-        indptr = M.indptr[first:].astype(np.int64)
-        indices = M.indices[indptr[0] : indptr[-1]].astype(np.int64)
-        return cls(np.full(indptr.size - 1, -1, np.int64), indptr - indptr[0], indices)
-
-    @classmethod
-    def from_sets(cls, sets: dict[int, NDArray[np.int64]]) -> _Members:
-        ids = np.array(sorted(sets), np.int64)
-        parts = [sets[i] for i in ids.tolist()]
-        indptr = np.r_[0, np.cumsum([p.size for p in parts])].astype(np.int64)
-        indices = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        return cls(ids, indptr, indices)
-
-    def sorted_by_id(self) -> _Members:
-        order = np.argsort(self.ids, kind="stable")
-        pos, _ = row_entries(self.indptr, order)
-        indptr = np.r_[0, np.cumsum(self.size[order])].astype(np.int64)
-        return _Members(self.ids[order], indptr, self.indices[pos], self.hashes[order])
-
-    def row_of(self, ids: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Rows of known ids (``self.ids`` sorted)."""
-        return np.searchsorted(self.ids, ids)
-
-    def same_sets(self, other: _Members) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """(rows of self, rows of other) holding equal point sets."""
-        a = np.c_[self.hashes, self.size.astype(np.uint64)]
-        b = np.c_[other.hashes, other.size.astype(np.uint64)]
-        rows = np.r_[a, b]
-        # equal sets sit side by side once sorted on the first hash (the order of a
-        # sort on every column), unless two different sets share it (about 2^-64 a
-        # pair): then sort on every column
-        order = np.argsort(rows[:, 0], kind="stable")
-        both = rows[order]
-        equal = (both[1:] == both[:-1]).all(axis=1)
-        if np.count_nonzero(both[1:, 0] == both[:-1, 0]) > np.count_nonzero(equal):
-            order = np.lexsort(rows.T[::-1])
-            both = rows[order]
-            equal = (both[1:] == both[:-1]).all(axis=1)
-        lo, hi = order[:-1][equal], order[1:][equal]
-        mine = np.minimum(lo, hi)
-        theirs = np.maximum(lo, hi) - a.shape[0]
-        cross = (mine < a.shape[0]) & (theirs >= 0)
-        return mine[cross], theirs[cross]
-
-
-def _splitmix64(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
-    """A fixed 64-bit mixing of integers (Steele et al.'s SplitMix64 finaliser)."""
-    z = x + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-def _set_hashes(indices: NDArray[np.int64], indptr: NDArray[np.int64]) -> NDArray[np.uint64]:
-    """(c, 2) order-free hashes of each row's point set: sums of mixed point ids.
-
-    Two different sets collide with probability about 2^-128 per pair; the sizes are
-    compared as well.
-    """
-    out = np.zeros((indptr.size - 1, 2), np.uint64)
-    if indices.size == 0:
-        return out
-    p = indices.astype(np.uint64) * np.uint64(2)
-    nonempty = np.flatnonzero(np.diff(indptr) > 0)
-    starts = indptr[nonempty]
-    with np.errstate(over="ignore"):
-        for j in range(2):
-            out[nonempty, j] = np.add.reduceat(_splitmix64(p + np.uint64(j)), starts)
-    return out
-
-
-def _level_overlaps(
-    a: _Members, a_rows: NDArray[np.int64], b: _Members, b_rows: NDArray[np.int64], n_points: int
-) -> NDArray[np.int64]:
-    """|a[a_rows[i]] & b[b_rows[i]]| per pair i, shape (pairs,), for disjoint a-sets.
-
-    The clusters ``a_rows`` belong to one level, so no point is in two of them: an
-    owner array (point -> a-row) answers "is this point of b's set in the paired
-    a-set" with one gather per point of the b-sets, no sorting.
-    """
-    owner = np.full(n_points, -1, np.int64)
-    rows = np.unique(a_rows)
-    pos, slot = row_entries(a.indptr, rows)
-    owner[a.indices[pos]] = rows[slot]
-    pos, pair = row_entries(b.indptr, b_rows)
-    hit = owner[b.indices[pos]] == a_rows[pair]
-    return np.bincount(pair[hit], minlength=a_rows.size).astype(np.int64)
-
-
-def _lookup(
-    keys: NDArray[np.int64], values: NDArray[np.int64], at: NDArray[np.int64]
-) -> NDArray[np.int64]:
-    """values[i] where keys[i] == at (keys sorted), else -1; shape of ``at``."""
-    pos = _find_sorted(keys, at)
-    return pos if keys.size == 0 else np.where(pos >= 0, values[np.maximum(pos, 0)], -1)
 
 
 class _Round:
@@ -473,6 +353,15 @@ class _Round:
         row[self.key] = np.arange(self.key.size)
         pos = row[np.minimum(keys, self.out.size)]
         return pos >= 0, self.target[np.maximum(pos, 0)], self.best[np.maximum(pos, 0)]
+
+
+def _at_least(tau: float) -> Any:
+    """SCC's rule for one round: keep a best-neighbour edge of linkage >= tau."""
+
+    def keep(nn: NDArray[np.int64], best: NDArray[np.float64]) -> NDArray[np.bool_]:
+        return best >= tau
+
+    return keep
 
 
 def _smallest_point(point_cluster: NDArray[np.int64], m: int) -> NDArray[np.int64]:

@@ -413,11 +413,14 @@ class Agglomerator:
         self._nearest = (nn, best[old_row].copy())
         self._merged = merged
 
-    def finish(self, algorithm: str, params: dict[str, object], n_points: int) -> Hierarchy:
-        """The hierarchy built so far, joined under one root if several remain."""
+    def finish(
+        self, algorithm: str, params: dict[str, object], n_points: int, join: bool = True
+    ) -> Hierarchy:
+        """The hierarchy built so far, joined under one root if several remain
+        (``join=False``: left as a forest, each top spanning levels up to the last)."""
         from er.cluster._hierarchy import Hierarchy
 
-        if self.n_clusters > 1:
+        if join and self.n_clusters > 1:
             _, best = self.nearest()
             top = float(np.max(best)) if np.isfinite(best).any() else 0.0
             # Clusters with no edge between them have average linkage 0 (§4.1.1).

@@ -14,7 +14,8 @@ Modules, each importing only what its step needs:
 - :mod:`~er.pipeline.config`: a collection's config, its core and featurizer;
 - :mod:`~er.pipeline.ingest`: validate a batch, store mentions and rejects;
 - :mod:`~er.pipeline.state`: the writer's checkpointed state;
-- :mod:`~er.pipeline.writer`: the cluster writer (one per collection);
+- :mod:`~er.pipeline.writer`: the cluster writer (one per collection), its loop in
+  :mod:`~er.pipeline.lane`;
 - :mod:`~er.pipeline.fit`: one batch fit at once and stored (``er demo --synthetic``);
 - :mod:`~er.pipeline.partition`: the one definition of a collection's entities;
 - :mod:`~er.pipeline.queries`: entity, history and explain of mentions;

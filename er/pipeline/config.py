@@ -180,9 +180,11 @@ def _default_params(algorithm: str, scoring: str) -> dict[str, Any]:
     where sparse average linkage counts it as a certain non-match and so cannot form an
     entity of more records than the index returns neighbours (PATSTAT's firms; on the
     hard people, pairwise recall 0.842 -> 0.982 at equal precision: bench/RESULTS.md,
-    "Entity resolution quality"); it merges down to PAIR_FLOOR."""
+    "Entity resolution quality"); it merges down to PAIR_FLOOR, and a batch redoes only
+    the floor components it touches (``marking="components"``, issue #30: the same
+    hierarchy as a whole re-run, at a cost that follows the batch)."""
     if algorithm == "mbscc" and scoring == "pair_model":
-        return {"linkage": "mean", "tau_min": PAIR_FLOOR}
+        return {"linkage": "mean", "tau_min": PAIR_FLOOR, "marking": "components"}
     return {}
 
 

@@ -182,6 +182,7 @@ def run_cluster(
     collection: str,
     on_batch: Callable[[dict[str, Any]], None] | None = None,
     budget_s: float | None = None,
+    flush: bool = True,
 ) -> list[dict[str, Any]]:
     """Cluster a collection's pending batches on the stores ``settings`` name
     (:func:`cluster_pending`)."""
@@ -194,6 +195,7 @@ def run_cluster(
             state_dir=settings.data_dir,
             on_batch=on_batch,
             budget_s=budget_s,
+            flush=flush,
         )
 
 

@@ -41,6 +41,11 @@ class _State:
     # on the first batch before the collection stored it)
     table: FieldTable | None = None
     model: PairModel | None = None
+    # batches stepped since the last checkpoint, their work in seconds, and what that
+    # checkpoint cost (er.pipeline.lane.CHECKPOINT_WORK)
+    unsaved: int = 0
+    unsaved_s: float = 0.0
+    checkpoint_s: float = 0.0
 
 
 NEAR_K = 3  # NEAR edges written per new mention: the evidence `er query explain` shows
@@ -75,6 +80,8 @@ def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
         state.keys = None
     if isinstance(state.ledger, EntityLedger):  # from before the array ledger
         state.ledger = ArrayLedger.from_ledger(state.ledger)
+    if not hasattr(state, "unsaved"):  # from before checkpoints were spaced out
+        state.unsaved, state.unsaved_s, state.checkpoint_s = 0, 0.0, 0.0
     if not hasattr(state, "rows_saved"):  # from before the row logs: rows in the pickle
         state.rows_saved = {}
     for log in _ROW_LOGS:
@@ -127,7 +134,8 @@ def _take_state(path: Path, config: Mapping[str, Any]) -> _State:
 
 
 def _keep_state(path: Path, state: _State) -> None:
-    """Keep ``state``, which equals the checkpoint just written, for the next run."""
+    """Keep ``state`` for the next run: the checkpoint just written, or ahead of it by
+    the batches done since (``state.unsaved``)."""
     file_id = _file_id(path)
     if file_id is None:
         return
@@ -139,10 +147,10 @@ def _keep_state(path: Path, state: _State) -> None:
 def _point_nodes(estimator: Any, n: int) -> NDArray[np.int64]:
     """(n,) the delta's node id of each input point.
 
-    Batch cores number points ``0..n-1``; MBSCC keeps stable ids (``node_ids_``) and
-    GRINCH its own leaf ids (``leaf_ids_``).
+    Batch cores number points ``0..n-1``; MBSCC keeps stable ids (``point_ids_``,
+    the points' part of ``node_ids_``) and GRINCH its own leaf ids (``leaf_ids_``).
     """
-    for name in ("leaf_ids_", "node_ids_"):
+    for name in ("leaf_ids_", "point_ids_", "node_ids_"):
         ids = getattr(estimator, name, None)
         if ids is not None:
             return np.asarray(ids, dtype=np.int64)[:n]

@@ -19,64 +19,53 @@ same delta, and applying it again changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from billiard.exceptions import SoftTimeLimitExceeded
 from numpy.typing import NDArray
 from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session
 
-from er._checkpoint import commit_temp
 from er.ann import KeyIndex, batch_neighbors, make_index, record_keys
 from er.ann._index import rank
 from er.cluster import MBSCC
 from er.delta import ClusteringDelta
+from er.entities import EntityStep
 from er.evaluation import cut_at_score
-from er.exceptions import ERError, TransientStoreError
+from er.exceptions import ERError
 from er.featurize import NormalisedBatch
 from er.match import FieldTable, PairModel
 from er.pipeline.config import DEFAULT_CUT, _featurizer, field_types, stored_model
+from er.pipeline.lane import _Lane, _timed
 from er.pipeline.state import (
     INDEX_BACKEND,
     NEAR_K,
     _checkpoint_path,
     _keep_state,
-    _load_state,
     _point_nodes,
-    _prepare_state,
     _State,
     _take_state,
 )
-from er.pipeline.stores import _LOST_DATABASE
 from er.pipeline.train import grown_past_first_model, train_on_batch, train_on_collection
 from er.stores.graph import GraphStore
 from er.stores.sql import (
     Batch,
     Collection,
     batch_mentions,
+    batches_after,
     find_collection,
     finish_batch,
-    pending_batches,
     set_mention_nodes,
     writer_lock,
 )
 
 logger = logging.getLogger(__name__)
-
-
-_ABANDON: tuple[type[BaseException], ...] = (
-    TransientStoreError,
-    *_LOST_DATABASE,
-    SoftTimeLimitExceeded,
-)
 
 
 def cluster_pending(
@@ -87,6 +76,7 @@ def cluster_pending(
     state_dir: Path,
     on_batch: Callable[[dict[str, Any]], None] | None = None,
     budget_s: float | None = None,
+    flush: bool = True,
 ) -> list[dict[str, Any]]:
     """Cluster a collection's pending batches in sequence order (the one writer).
 
@@ -102,6 +92,11 @@ def cluster_pending(
         Take no further batch once this many seconds have passed (the first is always
         taken, and the ones taken finish); the rest stay pending for the next run, so
         a worker's task stays well inside its time limit however long the backlog.
+    flush : bool, default True
+        Checkpoint at the end if the last batches were not (er.pipeline.lane.CHECKPOINT_WORK). A
+        worker, which keeps the state in memory between runs, passes False; batches
+        done since the checkpoint are replayed into the state (not re-written) by the
+        next process that starts from it.
 
     Returns
     -------
@@ -118,174 +113,24 @@ def cluster_pending(
     path = _checkpoint_path(state_dir, collection)
     with writer_lock(engine, coll_id, state_dir / "locks"):
         deadline = None if budget_s is None else time.monotonic() + budget_s
-        with Session(engine) as session:
-            pending = [(b.id, b.seq) for b in pending_batches(session, coll_id)]
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="er-graph-write") as pool:
             lane = _Lane(path, config, _take_state(path, config), on_batch, pool)
-            for i, (batch_id, seq) in enumerate(pending):
-                if i and deadline is not None and time.monotonic() > deadline:
+            with Session(engine) as session:
+                after = batches_after(session, coll_id, lane.state.seq)
+                todo = [(b.id, b.seq, b.status) for b in after]
+            taken = 0
+            for batch_id, seq, status in todo:
+                if taken and deadline is not None and time.monotonic() > deadline:
                     break
-                lane.take(_BatchJob(engine, graph, collection, coll_id, config, batch_id, seq))
+                job = _BatchJob(engine, graph, collection, coll_id, config, batch_id, seq)
+                job.replay = status == "done"
+                lane.take(job)
+                taken += not job.replay
             lane.settle()
+            if flush:
+                lane.flush()
         _keep_state(path, lane.state)
     return lane.reports
-
-
-@dataclass
-class _Pending:
-    """A stepped batch: its graph write (run by :meth:`_Lane.settle`) and its prepared
-    checkpoint, made current once that write succeeded."""
-
-    job: _BatchJob
-    rows: list[tuple[str, Any]]
-    timings: dict[str, float]
-    write: Callable[[], None]
-    tmp: Path  # the checkpoint's temporary file
-    running: Future[float] | None = None  # the write, once launched: its own seconds
-
-
-@dataclass
-class _Lane:
-    """The cluster loop of one collection, each batch's graph write beside the next
-    batch's clustering.
-
-    The graph database applies a delta in its own process on about one core, so
-    batch b's write runs while the worker steps the core for batch b+1. It starts
-    after b+1's index search: the search's BLAS threads and the database on the same
-    two cores slowed each other by 1.7-1.8x at 100k (bench/RESULTS.md). The durable
-    order is the sequential loop's: b's checkpoint is made current and b marked done
-    only after b's write succeeded, and before b+1's write starts; a crash anywhere
-    replays b from b-1's checkpoint. A write that fails for good fails its batch, and
-    b+1 is stepped again from the checkpoint.
-    """
-
-    path: Path
-    config: Mapping[str, Any]
-    state: _State
-    on_batch: Callable[[dict[str, Any]], None] | None
-    pool: ThreadPoolExecutor
-    reports: list[dict[str, Any]] = field(default_factory=list)
-    pending: _Pending | None = None
-
-    def take(self, job: _BatchJob) -> None:
-        """Step ``job`` (the previous batch's write launched after its search); settle
-        the previous batch; leave this one pending.
-
-        Raises
-        ------
-        TransientStoreError, OperationalError, InterfaceError, SoftTimeLimitExceeded
-            (:data:`_ABANDON`) The batch stays pending; the task retries from the
-            checkpoint. Any other error marks the batch failed and the loop goes on.
-        """
-        timings: dict[str, float] = {}
-        outcome = self._step(job, timings)
-        if self.settle():  # the previous write failed: the state went back to its checkpoint
-            timings = {}
-            outcome = self._step(job, timings)
-        if isinstance(outcome, Exception):
-            if isinstance(outcome, _ABANDON):
-                raise outcome
-            self._failed(job, outcome)
-            return
-        rows, write = outcome
-        try:
-            if write is None:  # the checkpoint already holds it (a crash came before "done")
-                self._report(job.finish(self.state, rows, timings))
-                return
-            with _timed(timings, "checkpoint_s"):
-                tmp = _prepare_state(self.path, self.state)
-        except _ABANDON:
-            raise
-        except Exception as exc:  # e.g. a full disk
-            self._failed(job, exc)
-            return
-        self.pending = _Pending(job, rows, timings, write, tmp)
-
-    def _step(
-        self, job: _BatchJob, timings: dict[str, float]
-    ) -> tuple[list[tuple[str, Any]], Callable[[], None] | None] | Exception:
-        """The batch's rows and its graph write (None if already checkpointed), or the
-        error, which :meth:`take` handles once the previous batch is settled."""
-        try:
-            with _timed(timings, "sql_s"):  # reading the batch's mentions
-                rows, fresh = job.begin(self.state)
-            if not fresh:
-                return rows, None
-            if not rows:  # a batch of its own for a new entity cut (er.pipeline.cut)
-                self._launch()
-                return rows, job.recut(self.state, timings)
-            found = job.search(self.state, rows, timings)
-            self._launch()
-            return rows, job.cluster(self.state, rows, found, timings)
-        except Exception as exc:
-            return exc
-
-    def _launch(self) -> None:
-        """Start the pending batch's graph write in the background, once."""
-        if self.pending is not None and self.pending.running is None:
-            self.pending.running = self.pool.submit(_seconds, self.pending.write)
-
-    def settle(self) -> bool:
-        """Finish the pending batch: its write, its checkpoint, its "done".
-
-        Returns
-        -------
-        bool
-            True if the batch failed for good (it is marked failed and the state is the
-            checkpoint again). :data:`_ABANDON` errors propagate, the batch pending.
-        """
-        pending, self.pending = self.pending, None
-        if pending is None:
-            return False
-        running = pending.running or self.pool.submit(_seconds, pending.write)
-        waited = time.perf_counter()
-        try:
-            spent = _written(running)
-            pending.timings["graph_wait_s"] = round(time.perf_counter() - waited, 6)
-            pending.timings["graph_s"] = round(spent, 6)
-            with _timed(pending.timings, "checkpoint_s"):
-                commit_temp(pending.tmp, self.path)
-            self._report(pending.job.finish(self.state, pending.rows, pending.timings))
-        except _ABANDON:
-            raise
-        except Exception as exc:
-            self._failed(pending.job, exc)
-            return True
-        return False
-
-    def _failed(self, job: _BatchJob, exc: Exception) -> None:
-        """Mark ``job``'s batch failed; the state goes back to the checkpoint."""
-        self._report(_fail(job.engine, job.batch_id, job.seq, job.collection, exc))
-        self.state = _load_state(self.path, self.config)  # the core may be half-stepped
-
-    def _report(self, report: dict[str, Any]) -> None:
-        self.reports.append(report)
-        if self.on_batch is not None:
-            self.on_batch(report)
-
-
-def _written(write: Future[float]) -> float:
-    """The background write's seconds, or its error. An error raised in this thread
-    while it waits (a task's soft time limit) first lets the write end: the batch's
-    fate is decided only once the graph holds it or not."""
-    try:
-        return write.result()
-    except BaseException:
-        if not write.done():
-            with contextlib.suppress(BaseException):
-                write.result()
-        raise
-
-
-def _fail(
-    engine: Engine, batch_id: int, seq: int, collection: str, exc: Exception
-) -> dict[str, Any]:
-    """Mark a batch failed with a one-line reason; later batches go on."""
-    reason = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-    logger.error("batch %d of %s failed: %s", seq, collection, reason, exc_info=exc)
-    with Session(engine) as session, session.begin():
-        finish_batch(session, batch_id, "failed", {}, reason)
-    return {"batch_seq": seq, "n_points": 0, "timings": {}, "error": reason}
 
 
 @dataclass
@@ -304,6 +149,8 @@ class _BatchJob:
     nodes: list[int] | None = None  # the batch's mention node ids, once stepped
     notes: dict[str, Any] | None = None  # values not read as their type, or cut
     model: PairModel | None = None  # the pair model that scored the batch
+    model_changed: bool = False  # ... when it is not the one the state had
+    replay: bool = False  # done since the checkpoint: stepped into the state alone
 
     def begin(self, state: _State) -> tuple[list[tuple[str, Any]], bool]:
         """The batch's ``(external id, payload)`` rows, and whether ``state`` lacks it
@@ -311,7 +158,7 @@ class _BatchJob:
         fresh = self.seq > state.seq
         with Session(self.engine) as session, session.begin():
             rows = batch_mentions(session, self.coll_id, self.seq)
-            if fresh:
+            if fresh and not self.replay:
                 session.execute(
                     update(Batch).where(Batch.id == self.batch_id).values(status="running")
                 )
@@ -385,8 +232,7 @@ class _BatchJob:
         self.nodes = nodes.tolist()
         with _timed(timings, "entities_s"):
             cut = float(self.config.get("cut_threshold", DEFAULT_CUT))
-            label = cut_at_score(state.core.hierarchy_, cut)
-            step = state.ledger.step_labels(self.seq, point_nodes, label)
+            step = _entity_step(state, self.seq, point_nodes, cut)
             near = _near_rows(point_nodes, first, idx, sim)
         external = dict(zip(nodes.tolist(), (ext for ext, _ in rows), strict=True))
         delta = state.core.delta_
@@ -429,7 +275,10 @@ class _BatchJob:
         if state.table is None:
             state.table = FieldTable(list(self.config["field_types"]))
         state.table.add(batch.rows)
-        model = _current_model(self.config, state)
+        # a replay scores as the first run did: with the checkpoint's model, since a
+        # batch that changed the model was checkpointed (CHECKPOINT_WORK)
+        held = state.model
+        model = held if self.replay and held is not None else _current_model(self.config, state)
         population = len(state.table)
         if model is None:  # the collection's first batch: train on it (issue #29)
             model = train_on_batch(state.table, self.config, idx, first)
@@ -437,7 +286,7 @@ class _BatchJob:
             X = state.index.vectors[:population]
             model = train_on_collection(state.table, self.config, X, model.version + 1)
         state.model = model
-        self.model = model
+        self.model, self.model_changed = model, model is not held
         b, k = idx.shape
         left = np.repeat(np.arange(first, first + b), k)
         right = idx.ravel()
@@ -519,11 +368,21 @@ def _store_model(session: Session, coll_id: int, model: PairModel) -> None:
         coll.config = {**coll.config, "pair_model": model.to_json()}
 
 
-def _seconds(call: Callable[[], None]) -> float:
-    """Run ``call``; its wall time in seconds."""
-    started = time.perf_counter()
-    call()
-    return time.perf_counter() - started
+def _entity_step(state: _State, seq: int, point_nodes: NDArray[np.int64], cut: float) -> EntityStep:
+    """The ledger's step for a batch: the entities at ``cut`` of what the core redid.
+
+    An MBSCC stepping per floor component redid a closed part of the points (every
+    entity of its points lies inside it, since entities sit below the root's score
+    0 when the cut is above 0): those alone are cut and matched. Otherwise the whole
+    hierarchy is.
+    """
+    core = state.core
+    if isinstance(core, MBSCC) and core.marking == "components" and cut > 0:
+        part = core.touched_
+        label = cut_at_score(part.hierarchy, cut)
+        return state.ledger.step_part(seq, point_nodes[part.points], label)
+    label = cut_at_score(core.hierarchy_, cut)
+    return state.ledger.step_labels(seq, point_nodes, label)
 
 
 def _near_rows(
@@ -545,17 +404,3 @@ def _near_rows(
             if j >= 0:
                 rows.append((int(point_nodes[first + r]), int(point_nodes[j]), float(s)))
     return rows
-
-
-class _timed:
-    """Add the block's wall time to ``timings[key]``."""
-
-    def __init__(self, timings: dict[str, float], key: str) -> None:
-        self.timings, self.key = timings, key
-
-    def __enter__(self) -> None:
-        self.started = time.perf_counter()
-
-    def __exit__(self, *exc: object) -> None:
-        spent = time.perf_counter() - self.started
-        self.timings[self.key] = round(self.timings.get(self.key, 0.0) + spent, 6)

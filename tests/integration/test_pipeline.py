@@ -158,7 +158,7 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, m
     assert config["scoring"] == "pair_model" and config["cut_threshold"] == DEFAULT_PAIR_CUT
     types = FieldTypes(config["field_types"])
     cfg = FeaturizerConfig.from_json(config["featurizer"])
-    assert config["params"] == {"linkage": "mean", "tau_min": PAIR_FLOOR}
+    assert config["params"] == {"linkage": "mean", "tau_min": PAIR_FLOOR, "marking": "components"}
     core, table, model, order, X = (
         MBSCC(**config["params"]),
         FieldTable(types.names),
@@ -358,11 +358,16 @@ CRASH = textwrap.dedent(
     import er.pipeline.state as state
     from er.config import Settings
     where = sys.argv[2]
+    dies_at = 2
+    if where == "spaced":  # checkpoints after batch 1 only: batch 2 is replayed
+        import er.pipeline.lane as lane
+        lane.CHECKPOINT_WORK = 1e9
+        where, dies_at = "graph", 3
     if where == "graph":
         from er.stores.graph._falkordb import FalkorDBStore
         original = FalkorDBStore._write
         def write(self, parts, params):
-            if params.get("seq") == 2:
+            if params.get("seq") == dies_at:
                 # half of the statements reach the server, then the worker dies
                 original(self, parts[: max(1, len(parts) // 2)], params)
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -385,16 +390,19 @@ CRASH = textwrap.dedent(
                 os.kill(os.getpid(), signal.SIGKILL)
             return original(obj, f, protocol=protocol)
         pickle.dump = dump
-    p.run_cluster(Settings(), sys.argv[1])
+    p.run_cluster(Settings(), sys.argv[1], flush=False)
     """
 )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("where", ["graph", "rows", "checkpoint"])
+@pytest.mark.parametrize("where", ["graph", "rows", "checkpoint", "spaced"])
 def test_kill_9_mid_batch_then_restart_equals_a_run_without_crash(
     settings_env, febrl, tmp_path, where
 ) -> None:
+    """``spaced``: the worker checkpointed batch 1 alone (CHECKPOINT_WORK) and dies in
+    batch 3's graph write; the restart replays batch 2 into the state from batch 1's
+    checkpoint, then resolves batch 3 as the run without a crash did."""
     settings = _settings(settings_env, data_dir=tmp_path)
     reference, name = _twins(settings, febrl)
     env = {**os.environ, **settings_env, "ER_DATA_DIR": str(tmp_path)}
@@ -404,7 +412,33 @@ def test_kill_9_mid_batch_then_restart_equals_a_run_without_crash(
     assert died.returncode == -signal.SIGKILL, died.stderr
     from er.pipeline import run_cluster
 
-    assert [r["batch_seq"] for r in run_cluster(settings, name)] == [2, 3]
+    again = [2, 3] if where != "spaced" else [3]
+    assert [r["batch_seq"] for r in run_cluster(settings, name)] == again
+    ours, theirs = _snapshot(settings, name), _snapshot(settings, reference)
+    assert ours == theirs
+
+
+def test_batches_done_since_the_checkpoint_are_replayed_into_a_new_process_state(
+    settings_env, febrl, tmp_path, monkeypatch
+) -> None:
+    """A worker checkpoints batch 1 alone (CHECKPOINT_WORK) and keeps the rest in
+    memory; a new process starts from that checkpoint, replays batches 2 and 3 into
+    its state, and resolves three more batches as a run that never stopped."""
+    import er.pipeline.lane as lane
+    from er.pipeline import run_cluster
+    from er.pipeline.state import _KEPT, _checkpoint_path, _load_state
+
+    settings = _settings(settings_env, data_dir=tmp_path)
+    reference, name = _twins(settings, febrl)
+    monkeypatch.setattr(lane, "CHECKPOINT_WORK", 1e9)
+    assert [r["batch_seq"] for r in run_cluster(settings, name, flush=False)] == [1, 2, 3]
+    path = _checkpoint_path(tmp_path, name)
+    assert _load_state(path, {}).seq == 1  # the pair model came with batch 1: saved
+    _KEPT.clear()  # a new process: the state kept in memory is gone
+    monkeypatch.setattr(lane, "CHECKPOINT_WORK", 10.0)
+    _ingest(settings, reference, febrl[600:1200], batch=200)
+    _ingest(settings, name, febrl[600:1200], batch=200)
+    assert _load_state(path, {}).seq == 6
     ours, theirs = _snapshot(settings, name), _snapshot(settings, reference)
     assert ours == theirs
 

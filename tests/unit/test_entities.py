@@ -173,3 +173,38 @@ def test_an_array_ledger_continues_a_dict_ledger() -> None:
     again = ArrayLedger.from_ledger(EntityLedger({5: [1, 2], 9: [3]}, next_id=10, last_batch=4))
     step = again.step(5, [{1, 2, 3, 4}])
     assert again.entity_of == {1: 5, 2: 5, 3: 5, 4: 5} and step.events == [(9, 5, "merge")]
+
+
+def _closed_part(old_of: dict[int, int], partition: list[set[int]]) -> set[int]:
+    """The mentions whose entity may change: new ones and those whose group is not an
+    old entity as it was, closed over old entities and new groups (what MBSCC's floor
+    components give the writer)."""
+    before: dict[int, set[int]] = defaultdict(set)
+    for m, e in old_of.items():
+        before[e].add(m)
+    group_of = {m: frozenset(c) for c in partition for m in c}
+    part = {m for m in group_of if m not in old_of or group_of[m] != before[old_of[m]]}
+    while True:
+        grown = set(part)
+        for m in part:
+            grown |= group_of[m] | before.get(old_of.get(m, -1), set())
+        if grown == part:
+            return part
+        part = grown
+
+
+@settings(max_examples=300, deadline=None)
+@given(history=histories())
+def test_a_step_over_a_closed_part_equals_the_whole_step(history: list[list[set[int]]]) -> None:
+    whole, local = ArrayLedger(), ArrayLedger()
+    for batch, partition in enumerate(history, start=1):
+        part = _closed_part(whole.entity_of, partition)
+        label = {m: min(c) for c in partition for m in c}  # the same order in both
+        everyone = np.array(sorted(label), np.int64)
+        mine = np.array(sorted(part), np.int64)
+        a = whole.step_labels(batch, everyone, np.array([label[m] for m in everyone.tolist()]))
+        b = local.step_part(batch, mine, np.array([label[m] for m in mine.tolist()]))
+        assert (a.joined, a.left, a.events) == (b.joined, b.left, b.events)
+        assert (a.minted, a.retired) == (b.minted, b.retired)
+        np.testing.assert_array_equal(whole.mention_, local.mention_)
+        np.testing.assert_array_equal(whole.entity_, local.entity_)

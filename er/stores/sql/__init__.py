@@ -3,6 +3,7 @@
 from er.stores.sql._batches import (
     batch_counts,
     batch_mentions,
+    batches_after,
     finish_batch,
     lock_collection,
     open_batch,
@@ -32,6 +33,7 @@ __all__ = [
     "RejectedRecord",
     "batch_counts",
     "batch_mentions",
+    "batches_after",
     "count_mentions",
     "eval_runs",
     "find_collection",

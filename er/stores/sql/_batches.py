@@ -134,6 +134,22 @@ def pending_batches(session: Session, collection_id: int) -> list[Batch]:
     return list(session.scalars(query))
 
 
+def batches_after(session: Session, collection_id: int, seq: int) -> list[Batch]:
+    """The writer's work from its state at batch ``seq``, in sequence order: batches
+    not yet done (or failed), and those done after ``seq`` (stepped since the writer's
+    last checkpoint, to replay into its state)."""
+    query = (
+        select(Batch)
+        .where(
+            Batch.collection_id == collection_id,
+            Batch.status.in_(("pending", "running"))
+            | ((Batch.status == "done") & (Batch.seq > seq)),
+        )
+        .order_by(Batch.seq)
+    )
+    return list(session.scalars(query))
+
+
 def batch_mentions(session: Session, collection_id: int, seq: int) -> list[tuple[str, Any]]:
     """``(external_id, payload)`` of the mentions a batch brought, in arrival order."""
     rows: Iterable[tuple[str, Any]] = session.execute(

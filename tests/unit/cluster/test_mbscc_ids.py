@@ -24,19 +24,20 @@ def _sets(m: MBSCC) -> dict[int, frozenset[int]]:
     }
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
     n_blobs=st.integers(1, 6),
     batches=st.lists(st.integers(1, 12), min_size=2, max_size=7),
     noise=st.floats(0.05, 1.0),
+    components=st.booleans(),
 )
 def test_ids_are_unique_never_reused_and_kept_by_unchanged_clusters(
-    seed: int, n_blobs: int, batches: list[int], noise: float
+    seed: int, n_blobs: int, batches: list[int], noise: float, components: bool
 ) -> None:
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(n_blobs, 5))
-    m = MBSCC(k=4)
+    m = MBSCC(k=4, tau_min=0.2, marking="components") if components else MBSCC(k=4)
     retired: set[int] = set()
     before: dict[int, frozenset[int]] = {}
     for size in batches:

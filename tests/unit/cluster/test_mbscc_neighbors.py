@@ -154,6 +154,8 @@ def test_a_pickle_from_before_the_spare_rows_goes_on_like_one_kept_in_memory() -
     old = pickle.loads(pickle.dumps(kept))
     old._knn.X = old._knn.points.copy()  # exactly the points, as older versions kept them
     del old._knn.__dict__["_n"]
+    for name in ("idx", "sim"):  # and the lists as plain attributes
+        old._knn.__dict__[name] = old._knn.__dict__.pop(f"_{name}")
     old = pickle.loads(pickle.dumps(old))
     assert old._knn.points.shape == (30, 6)
     for s in (30, 60):

@@ -1,4 +1,4 @@
-"""The writer's wait for a background graph write (er.pipeline.writer._written)."""
+"""The writer's wait for a background graph write (er.pipeline.lane._written)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_an_error_raised_while_waiting_lets_the_write_end_first() -> None:
     """A signal handler raises in the main thread while it waits for the write: the
     error propagates, but only after the write ended, so the caller decides the batch's
     fate knowing whether the graph holds it."""
-    from er.pipeline.writer import _written
+    from er.pipeline.lane import _written
 
     finished = threading.Event()
 
@@ -44,7 +44,7 @@ def test_an_error_raised_while_waiting_lets_the_write_end_first() -> None:
 
 
 def test_the_write_s_own_error_is_the_one_raised() -> None:
-    from er.pipeline.writer import _written
+    from er.pipeline.lane import _written
 
     def write() -> float:
         raise ValueError("the graph refused it")

@@ -1,0 +1,363 @@
+"""MBSCC with a floor, batch by batch over the components a batch touches (issue #30).
+
+With a floor ``tau_min > 0`` and a linkage read off the graph's edges (average, single,
+mean), two clusters can only ever merge across an edge of weight ``>= tau_min``: each
+of these linkages is at most the largest edge between the two clusters, and no round's
+threshold is below the floor. So the hierarchy below the root is a forest, one part
+per connected component of the graph's edges ``>= tau_min`` ("floor components"), and
+each part depends only on its component's edges. A cluster whose best neighbour lies
+outside its component has linkage ``< tau_min`` to it and merges with nothing in that
+round, which is what it does when the other components are left out.
+
+A mini-batch changes the k-NN lists of the new points and of the old points a new
+point enters (dissertation §4.2, U(0)); an old point whose list drops a neighbour is
+one of them. Every edge added or removed therefore has an end in U(0), and the points
+to redo, ``S`` = the new points and every point of a floor component holding an old
+point of U(0), are closed: no edge of the new graph leaves ``S`` at or above the floor.
+Running the rounds on ``S``'s own graph gives exactly what a run over every point
+gives for those points (batch SCC with the same thresholds), and the rest of the
+forest is as it was. The cost of a batch follows ``|S|`` and its edges, not n: on
+synthetic people scored by the pair model, floor components held at most 7 points.
+
+The structure is kept by stable id (:class:`Forest`); the root that joins the tops
+has score 0 (the pipeline's weights, probabilities or clipped means, are >= 0, where
+batch SCC's root score ``min(best, 0)`` is 0 too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import sparse
+from scipy.sparse import csgraph
+
+from er.cluster._graph import knn_lists_graph
+from er.cluster._hierarchy import Hierarchy
+from er.cluster._mbscc_ids import _Members, match_ids
+from er.cluster._snapshot import _Snapshot
+from er.delta import ClusteringDelta
+
+
+@dataclass
+class Touched:
+    """What one batch redid: the points ``S`` and their forest, in stable ids.
+
+    Attributes
+    ----------
+    points : ndarray of int64, shape (s,)
+        Point indices of ``S``, ascending.
+    hierarchy : Hierarchy
+        The forest over ``S`` (its points are ``points``, in that order), no root.
+    ids : ndarray of int64, shape (hierarchy.n_nodes,)
+        Stable id of each of its nodes.
+    """
+
+    points: NDArray[np.int64]
+    hierarchy: Hierarchy
+    ids: NDArray[np.int64]
+
+
+class Forest:
+    """The floored hierarchy by stable id, and the floor components of the points.
+
+    Node attributes live in arrays indexed by stable id (ids are issued densely from
+    0, points and clusters alike), so reading a node is one gather whatever n.
+
+    Attributes
+    ----------
+    parent : ndarray of int64, shape (cap,)
+        Stable id of each node's parent; -1 for none (and for ids not alive).
+    size, score, lo, hi, alive : ndarray, shape (cap,)
+        Points under each node, its formation score (NaN for points), first and last
+        level, and whether the id is a current node.
+    comp : ndarray of int64, shape (n,)
+        Floor component of each point, named by its smallest point index.
+    ring : ndarray of int64, shape (n,)
+        The next point of the same component (a cycle per component).
+    root : int
+        Stable id of the root over the tops, -1 while fewer than two tops exist.
+    n_tops : int
+        Nodes without a parent but the root.
+    """
+
+    def __init__(self, n_levels: int) -> None:
+        self.n_levels = n_levels
+        self.parent = np.zeros(0, np.int64)
+        self.size = np.zeros(0, np.int64)
+        self.score = np.zeros(0)
+        self.lo = np.zeros(0, np.int32)
+        self.hi = np.zeros(0, np.int32)
+        self.alive = np.zeros(0, bool)
+        self.comp = np.zeros(0, np.int64)
+        self.ring = np.zeros(0, np.int64)
+        self.n_points = 0
+        self.root = -1
+        self.n_tops = 0
+
+    # -- points and components ---------------------------------------------------------
+    def touched(self, marked: NDArray[np.int64], n: int) -> NDArray[np.int64]:
+        """``S``: points ``n0..n-1`` (new) and every point of the components of the old
+        points in ``marked``; ascending, shape (s,)."""
+        n0 = self.n_points
+        old = marked[marked < n0]
+        starts = np.unique(self.comp[old])  # a component's name is one of its points
+        parts = [starts, np.arange(n0, n, dtype=np.int64)]
+        cur = self.ring[starts]
+        # walk every cycle at once: as many steps as the largest component has points
+        while cur.size:
+            live = cur != starts
+            cur, starts = cur[live], starts[live]
+            parts.append(cur)
+            cur = self.ring[cur]
+        return np.unique(np.concatenate(parts))
+
+    def set_components(self, points: NDArray[np.int64], label: NDArray[np.int64], n: int) -> None:
+        """Give the points of ``S`` (ascending) their new components (``label`` per point,
+        any integers) and grow the per-point arrays to ``n`` points."""
+        if n > self.comp.size:
+            self.comp = _grown(self.comp, n, -1)
+            self.ring = _grown(self.ring, n, -1)
+        self.n_points = n
+        order = np.lexsort((points, label))  # by component, then point
+        p, lab = points[order], label[order]
+        first = np.r_[True, lab[1:] != lab[:-1]]
+        head = np.flatnonzero(first)
+        name = np.repeat(p[head], np.diff(np.r_[head, p.size]))  # smallest point
+        self.comp[p] = name
+        nxt = np.r_[p[1:], 0]
+        last = np.r_[head[1:] - 1, p.size - 1]
+        nxt[last] = p[head]  # close each cycle
+        self.ring[p] = nxt
+
+    # -- nodes -------------------------------------------------------------------------
+    def reserve(self, cap: int) -> None:
+        """Room for ids below ``cap``."""
+        if cap <= self.parent.size:
+            return
+        cap = max(cap, 2 * self.parent.size)
+        self.parent = _grown(self.parent, cap, -1)
+        self.size = _grown(self.size, cap, 0)
+        self.score = _grown(self.score, cap, np.nan)
+        self.lo = _grown(self.lo, cap, 0)
+        self.hi = _grown(self.hi, cap, 0)
+        self.alive = _grown(self.alive, cap, False)
+
+    def old_nodes(
+        self, point_ids: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Every (point row, cluster id) with the cluster an ancestor of the point, the
+        root left out; ``point_ids`` (s,) are stable ids, -1 for points not yet placed.
+
+        Returns
+        -------
+        rows, clusters : ndarray of int64, shape (p,)
+        """
+        rows = np.flatnonzero(point_ids >= 0)
+        up = self.parent[point_ids[rows]]
+        out_r, out_c = [rows[:0]], [up[:0]]
+        while rows.size:
+            live = (up >= 0) & (up != self.root)
+            rows, up = rows[live], up[live]
+            out_r.append(rows)
+            out_c.append(up)
+            up = self.parent[up]
+        return np.concatenate(out_r), np.concatenate(out_c)
+
+    def snapshot(self, ids: NDArray[np.int64]) -> _Snapshot:
+        """The nodes ``ids`` (distinct) and their parent edges, in stable ids."""
+        ids = np.sort(np.asarray(ids, np.int64))
+        attrs = np.stack([self.size[ids], self.lo[ids], self.hi[ids]], axis=1).astype(np.int64)
+        par = self.parent[ids]
+        has = par >= 0
+        edges = np.stack([ids[has], par[has]], axis=1)
+        leaf = np.isnan(self.score[ids]) & (self.lo[ids] == 0)
+        return _Snapshot(ids, attrs, self.score[ids], leaf, edges)
+
+    def place(
+        self,
+        ids: NDArray[np.int64],
+        parent: NDArray[np.int64],
+        h: Hierarchy,
+        sizes: NDArray[np.int64],
+    ) -> None:
+        """Store the nodes of ``h`` under their stable ``ids`` (parents ``parent``)."""
+        self.reserve(int(ids.max(initial=-1)) + 1)
+        self.parent[ids] = parent
+        self.size[ids] = sizes
+        self.score[ids] = h.score
+        self.lo[ids] = h.level_lo
+        self.hi[ids] = h.level_hi
+        self.alive[ids] = True
+
+    def retire(self, ids: NDArray[np.int64]) -> None:
+        self.alive[ids] = False
+        self.parent[ids] = -1
+
+    def tops_outside(self, exclude: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Live nodes without a parent, the root and ``exclude`` left out (a scan of
+        every id: only when the root comes or goes)."""
+        ids = np.flatnonzero(self.alive & (self.parent < 0))
+        return np.setdiff1d(ids[ids != self.root], exclude)
+
+    def hierarchy(
+        self, point_ids: NDArray[np.int64], algorithm: str, params: dict[str, Any]
+    ) -> tuple[Hierarchy, NDArray[np.int64]]:
+        """The whole structure (points first, then clusters by id) and each node's stable
+        id; O(ids issued), for readers of the full hierarchy."""
+        n = self.n_points
+        live = np.flatnonzero(self.alive)
+        clusters = np.setdiff1d(live, point_ids[:n])
+        ids = np.r_[point_ids[:n], clusters]
+        index = np.full(self.parent.size, -1, np.int64)
+        index[ids] = np.arange(ids.size)
+        par = self.parent[ids]
+        has = np.flatnonzero(par >= 0)
+        edges = np.stack([has, index[par[has]]], axis=1)
+        h = Hierarchy(
+            n_points=n,
+            edges=edges,
+            score=self.score[ids],
+            level_lo=self.lo[ids],
+            level_hi=self.hi[ids],
+            algorithm=algorithm,
+            params=params,
+        )
+        return h, ids
+
+
+def _grown(a: NDArray[Any], size: int, fill: Any) -> NDArray[Any]:
+    out = np.full(size, fill, a.dtype)
+    out[: a.size] = a
+    return out
+
+
+def local_graph(
+    points: NDArray[np.int64], idx: NDArray[np.int64], sim: NDArray[np.floating]
+) -> sparse.csr_array:
+    """The k-NN graph among ``points`` (ascending, shape (s,)) from their own lists.
+
+    Every edge between two points of ``S`` is in one of their lists, so their rows
+    alone give the induced graph (:func:`knn_lists_graph` of the lists with
+    neighbours outside ``S`` dropped); shape (s, s).
+    """
+    pos = np.searchsorted(points, idx).clip(max=max(points.size - 1, 0))
+    inside = (idx >= 0) & (points[pos] == idx)
+    local = np.where(inside, pos, -1)
+    return knn_lists_graph(local, np.where(inside, sim, 0.0))
+
+
+def floor_components(G: sparse.csr_array, floor: float) -> NDArray[np.int64]:
+    """(s,) component label of each row in the graph of G's edges ``>= floor``."""
+    keep = G.data >= floor
+    row = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
+    H = sparse.csr_array((G.data[keep], (row[keep], G.indices[keep])), shape=G.shape)
+    _, label = csgraph.connected_components(H, directed=False)
+    return np.asarray(label, np.int64)
+
+
+def step(
+    forest: Forest,
+    idx: NDArray[np.int64],
+    sim: NDArray[np.floating],
+    marked: NDArray[np.int64],
+    point_ids: NDArray[np.int64],
+    agglomerate: Callable[[sparse.csr_array, int], Hierarchy],
+    take: Callable[[int], NDArray[np.int64]],
+    algorithm: str,
+    floor: float,
+) -> tuple[ClusteringDelta, Touched]:
+    """Bring the forest up to date after a mini-batch; its delta and what it redid.
+
+    Parameters
+    ----------
+    forest : Forest
+        Updated in place; its points are the first ``forest.n_points`` of ``idx``.
+    idx, sim : ndarray, shape (n, k)
+        Every point's k-NN list after the batch (new points last).
+    marked : ndarray of int64, shape (u,)
+        U(0): the points whose lists changed and the new points' neighbours.
+    point_ids : ndarray of int64, shape (n,)
+        Stable id of every point (the new ones issued already).
+    agglomerate : callable (graph (s, s), s) -> Hierarchy
+        The rounds on a graph over s points, left as a forest.
+    take : callable (count) -> ndarray of int64
+        Issues new stable ids.
+    """
+    n0, n = forest.n_points, idx.shape[0]
+    S = forest.touched(np.asarray(marked, np.int64), n)
+    G = local_graph(S, idx[S], sim[S])
+    h = agglomerate(G, S.size)
+    M = h.leaf_membership()
+    pids = point_ids[S]
+    old_pids = np.where(n0 <= S, -1, pids)
+    prev, old_edges, old_ids = _previous(forest, old_pids)
+    ids, _ = match_ids(h, M, pids, prev, old_edges, take)
+    parent_local = h.parents()
+    tops = np.flatnonzero(parent_local < 0)
+    old_tops = np.count_nonzero(np.isin(forest.parent[old_ids], (-1, forest.root)))
+    n_tops = forest.n_tops - int(old_tops) + int(tops.size)
+    extra = _root_change(forest, n_tops >= 2, old_ids)
+    had_root = forest.root >= 0
+    before = forest.snapshot(np.r_[old_ids, extra, [forest.root] if had_root else []])
+    forest.retire(np.setdiff1d(old_ids, ids))
+    if n_tops >= 2 and forest.root < 0:
+        forest.root = int(take(1)[0])
+    elif n_tops < 2 and forest.root >= 0:
+        forest.retire(np.array([forest.root]))
+        forest.root = -1
+    parent = np.where(parent_local >= 0, ids[np.maximum(parent_local, 0)], forest.root)
+    forest.place(ids, parent, h, np.diff(M.indptr))
+    forest.parent[extra] = forest.root
+    forest.n_tops = n_tops
+    forest.set_components(S, floor_components(G, floor), n)
+    after_ids = np.r_[ids, extra]
+    if forest.root >= 0:
+        _place_root(forest, n)
+        after_ids = np.r_[after_ids, forest.root]
+    delta = forest.snapshot(after_ids).delta_from(before, algorithm)
+    return delta, Touched(S, h, ids)
+
+
+def _previous(
+    forest: Forest, old_pids: NDArray[np.int64]
+) -> tuple[_Members, NDArray[np.int64], NDArray[np.int64]]:
+    """The touched points' old clusters (members as rows of ``old_pids``, shape (s,),
+    -1 for new points), their old (child, parent) edges below the root sorted by
+    child, and every old node id among them (points and clusters)."""
+    rows, clusters = forest.old_nodes(old_pids)
+    order = np.lexsort((rows, clusters))
+    rows, clusters = rows[order], clusters[order]
+    uniq, start = np.unique(clusters, return_index=True)
+    indptr = np.r_[start, rows.size].astype(np.int64)
+    prev = _Members(uniq, indptr, rows)
+    old_ids = np.r_[old_pids[old_pids >= 0], uniq]
+    par = forest.parent[old_ids]
+    below = (par >= 0) & (par != forest.root)
+    edges = np.stack([old_ids[below], par[below]], axis=1)
+    edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+    return prev, edges, old_ids
+
+
+def _root_change(forest: Forest, want_root: bool, old_ids: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Tops outside the touched nodes whose root edge comes or goes this batch (none
+    unless the root itself comes or goes)."""
+    if want_root == (forest.root >= 0):
+        return np.zeros(0, np.int64)
+    if want_root:
+        return forest.tops_outside(old_ids)
+    under = np.flatnonzero(forest.alive & (forest.parent == forest.root))
+    return np.setdiff1d(under, old_ids)
+
+
+def _place_root(forest: Forest, n: int) -> None:
+    """The root spans every point, one level above the rounds, score 0."""
+    r = forest.root
+    forest.reserve(r + 1)
+    level = forest.n_levels + 1
+    forest.parent[r], forest.size[r], forest.score[r] = -1, n, 0.0
+    forest.lo[r] = forest.hi[r] = level
+    forest.alive[r] = True

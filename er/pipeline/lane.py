@@ -1,0 +1,280 @@
+"""The writer's loop over a collection's batches: each batch's graph write beside the
+next batch's core step, checkpoints spaced by their cost, replays after a restart.
+
+:func:`er.pipeline.writer.cluster_pending` drives it; :class:`_BatchJob`
+(er.pipeline.writer) does each batch's steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from billiard.exceptions import SoftTimeLimitExceeded
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from er._checkpoint import commit_temp
+from er.exceptions import TransientStoreError
+from er.pipeline.state import _load_state, _prepare_state, _State
+from er.pipeline.stores import _LOST_DATABASE
+from er.stores.sql import batches_after, finish_batch
+
+if TYPE_CHECKING:
+    from er.pipeline.writer import _BatchJob
+
+logger = logging.getLogger("er.pipeline.writer")
+
+# When the writer checkpoints (issue #30): the checkpoint is the whole state, so its
+# cost grows with the collection while a batch's work does not. It is written once
+# the work since the last one reaches CHECKPOINT_WORK times that one's cost (under a
+# tenth of the writer's time at any size), after at most CHECKPOINT_MAX_BATCHES
+# batches (what a restart may have to replay), after a batch that changed the pair
+# model (a replay scores with its checkpoint's model), and at the end of a run that
+# does not keep its state in memory (the CLI's).
+CHECKPOINT_WORK = 10.0
+CHECKPOINT_MAX_BATCHES = 50
+
+_ABANDON: tuple[type[BaseException], ...] = (
+    TransientStoreError,
+    *_LOST_DATABASE,
+    SoftTimeLimitExceeded,
+)
+
+
+@dataclass
+class _Pending:
+    """A stepped batch: its graph write (run by :meth:`_Lane.settle`) and its prepared
+    checkpoint, made current once that write succeeded."""
+
+    job: _BatchJob
+    rows: list[tuple[str, Any]]
+    timings: dict[str, float]
+    write: Callable[[], None]
+    tmp: Path | None  # the checkpoint's temporary file, if this batch is checkpointed
+    running: Future[float] | None = None  # the write, once launched: its own seconds
+
+
+@dataclass
+class _Lane:
+    """The cluster loop of one collection, each batch's graph write beside the next
+    batch's clustering.
+
+    The graph database applies a delta in its own process on about one core, so
+    batch b's write runs while the worker steps the core for batch b+1. It starts
+    after b+1's index search: the search's BLAS threads and the database on the same
+    two cores slowed each other by 1.7-1.8x at 100k (bench/RESULTS.md). The durable
+    order is the sequential loop's: b's checkpoint is made current and b marked done
+    only after b's write succeeded, and before b+1's write starts; a crash anywhere
+    replays b from b-1's checkpoint. A write that fails for good fails its batch, and
+    b+1 is stepped again from the checkpoint.
+    """
+
+    path: Path
+    config: Mapping[str, Any]
+    state: _State
+    on_batch: Callable[[dict[str, Any]], None] | None
+    pool: ThreadPoolExecutor
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    pending: _Pending | None = None
+
+    def take(self, job: _BatchJob) -> None:
+        """Step ``job`` (the previous batch's write launched after its search); settle
+        the previous batch; leave this one pending.
+
+        Raises
+        ------
+        TransientStoreError, OperationalError, InterfaceError, SoftTimeLimitExceeded
+            (:data:`_ABANDON`) The batch stays pending; the task retries from the
+            checkpoint. Any other error marks the batch failed and the loop goes on.
+        """
+        timings: dict[str, float] = {}
+        if job.replay:
+            self._replay(job)
+            return
+        outcome = self._step(job, timings)
+        if self.settle():  # the previous write failed: the state went back to its checkpoint
+            timings = {}
+            outcome = self._step(job, timings)
+        if isinstance(outcome, Exception):
+            if isinstance(outcome, _ABANDON):
+                raise outcome
+            self._failed(job, outcome)
+            return
+        rows, write = outcome
+        try:
+            if write is None:  # the checkpoint already holds it (a crash came before "done")
+                self._report(job.finish(self.state, rows, timings))
+                return
+            tmp = None
+            if self._due(job, timings):
+                with _timed(timings, "checkpoint_s"):
+                    tmp = _prepare_state(self.path, self.state)
+        except _ABANDON:
+            raise
+        except Exception as exc:  # e.g. a full disk
+            self._failed(job, exc)
+            return
+        self.pending = _Pending(job, rows, timings, write, tmp)
+
+    def _replay(self, job: _BatchJob) -> None:
+        """Step a batch done since the checkpoint into the state (the graph and SQL
+        hold it already): the core is deterministic, so the state becomes the one
+        the first run had."""
+        outcome = self._step(job, {})
+        if isinstance(outcome, Exception):
+            raise outcome
+        self.state.unsaved += 1
+        logger.info("batch %d of %s replayed into the state", job.seq, job.collection)
+
+    def _due(self, job: _BatchJob, timings: dict[str, float]) -> bool:
+        """Whether this batch's state is checkpointed (CHECKPOINT_WORK)."""
+        state = self.state
+        state.unsaved += 1
+        state.unsaved_s += sum(timings.values())
+        return (
+            job.model_changed
+            or state.unsaved >= CHECKPOINT_MAX_BATCHES
+            or state.unsaved_s >= CHECKPOINT_WORK * state.checkpoint_s
+        )
+
+    def flush(self) -> None:
+        """Checkpoint the state if batches were stepped since the last checkpoint."""
+        if self.state.unsaved:
+            timings: dict[str, float] = {}
+            with _timed(timings, "checkpoint_s"):
+                commit_temp(_prepare_state(self.path, self.state), self.path)
+            self._saved(timings["checkpoint_s"])
+
+    def _saved(self, seconds: float) -> None:
+        self.state.unsaved, self.state.unsaved_s = 0, 0.0
+        self.state.checkpoint_s = seconds
+
+    def _step(
+        self, job: _BatchJob, timings: dict[str, float]
+    ) -> tuple[list[tuple[str, Any]], Callable[[], None] | None] | Exception:
+        """The batch's rows and its graph write (None if already checkpointed), or the
+        error, which :meth:`take` handles once the previous batch is settled."""
+        try:
+            with _timed(timings, "sql_s"):  # reading the batch's mentions
+                rows, fresh = job.begin(self.state)
+            if not fresh:
+                return rows, None
+            if not rows:  # a batch of its own for a new entity cut (er.pipeline.cut)
+                self._launch()
+                return rows, job.recut(self.state, timings)
+            found = job.search(self.state, rows, timings)
+            self._launch()
+            return rows, job.cluster(self.state, rows, found, timings)
+        except Exception as exc:
+            return exc
+
+    def _launch(self) -> None:
+        """Start the pending batch's graph write in the background, once."""
+        if self.pending is not None and self.pending.running is None:
+            self.pending.running = self.pool.submit(_seconds, self.pending.write)
+
+    def settle(self) -> bool:
+        """Finish the pending batch: its write, its checkpoint, its "done".
+
+        Returns
+        -------
+        bool
+            True if the batch failed for good (it is marked failed and the state is the
+            checkpoint again). :data:`_ABANDON` errors propagate, the batch pending.
+        """
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return False
+        running = pending.running or self.pool.submit(_seconds, pending.write)
+        waited = time.perf_counter()
+        try:
+            spent = _written(running)
+            pending.timings["graph_wait_s"] = round(time.perf_counter() - waited, 6)
+            pending.timings["graph_s"] = round(spent, 6)
+            if pending.tmp is not None:
+                with _timed(pending.timings, "checkpoint_s"):
+                    commit_temp(pending.tmp, self.path)
+                self._saved(pending.timings["checkpoint_s"])
+            self._report(pending.job.finish(self.state, pending.rows, pending.timings))
+        except _ABANDON:
+            raise
+        except Exception as exc:
+            self._failed(pending.job, exc)
+            return True
+        return False
+
+    def _failed(self, job: _BatchJob, exc: Exception) -> None:
+        """Mark ``job``'s batch failed; the state goes back to the checkpoint, and the
+        batches done since are replayed into it."""
+        self._report(_fail(job.engine, job.batch_id, job.seq, job.collection, exc))
+        self.state = _load_state(self.path, self.config)  # the core may be half-stepped
+        with Session(job.engine) as session:
+            done = [
+                (b.id, b.seq)
+                for b in batches_after(session, job.coll_id, self.state.seq)
+                if b.seq < job.seq and b.status == "done"
+            ]
+        for batch_id, seq in done:
+            again = dataclasses.replace(
+                job, batch_id=batch_id, seq=seq, nodes=None, notes=None, model=None
+            )
+            again.model_changed, again.replay = False, True
+            self._replay(again)
+
+    def _report(self, report: dict[str, Any]) -> None:
+        self.reports.append(report)
+        if self.on_batch is not None:
+            self.on_batch(report)
+
+
+def _written(write: Future[float]) -> float:
+    """The background write's seconds, or its error. An error raised in this thread
+    while it waits (a task's soft time limit) first lets the write end: the batch's
+    fate is decided only once the graph holds it or not."""
+    try:
+        return write.result()
+    except BaseException:
+        if not write.done():
+            with contextlib.suppress(BaseException):
+                write.result()
+        raise
+
+
+def _fail(
+    engine: Engine, batch_id: int, seq: int, collection: str, exc: Exception
+) -> dict[str, Any]:
+    """Mark a batch failed with a one-line reason; later batches go on."""
+    reason = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+    logger.error("batch %d of %s failed: %s", seq, collection, reason, exc_info=exc)
+    with Session(engine) as session, session.begin():
+        finish_batch(session, batch_id, "failed", {}, reason)
+    return {"batch_seq": seq, "n_points": 0, "timings": {}, "error": reason}
+
+
+def _seconds(call: Callable[[], None]) -> float:
+    """Run ``call``; its wall time in seconds."""
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+class _timed:
+    """Add the block's wall time to ``timings[key]``."""
+
+    def __init__(self, timings: dict[str, float], key: str) -> None:
+        self.timings, self.key = timings, key
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        spent = time.perf_counter() - self.started
+        self.timings[self.key] = round(self.timings.get(self.key, 0.0) + spent, 6)

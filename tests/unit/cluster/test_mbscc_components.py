@@ -1,0 +1,162 @@
+"""MBSCC stepping per floor component (issue #30): the whole re-run's result, locally.
+
+Oracles: batch SCC with the same thresholds (average and single linkage), MBSCC's
+exact marking, which re-runs every level over every point (mean linkage, which SCC
+does not offer), and the deltas replayed into a plain store.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from er.cluster import MBSCC, SCC
+from er.cluster._hierarchy import Hierarchy
+from er.exceptions import ConfigError
+
+
+def _structure(h: Hierarchy) -> dict[frozenset[int], tuple[float | None, int, int]]:
+    """Point set -> (score, first level, last level) of every node."""
+    M = h.leaf_membership()
+    out = {}
+    for v in range(h.n_nodes):
+        points = frozenset(M.indices[M.indptr[v] : M.indptr[v + 1]].tolist())
+        score = None if np.isnan(h.score[v]) else round(float(h.score[v]), 9)
+        out[points] = (score, int(h.level_lo[v]), int(h.level_hi[v]))
+    return out
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> tuple[np.ndarray, list[int]]:
+    """Points in the positive orthant (cosines >= 0, as the pipeline's probabilities),
+    in groups tight or loose, cut into batches of 1 to 25."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n = draw(st.integers(2, 90))
+    centres = rng.normal(size=(draw(st.integers(1, 8)), 5))
+    noise = draw(st.sampled_from([0.1, 0.4, 1.0]))
+    X = np.abs(centres[rng.integers(0, centres.shape[0], n)] + noise * rng.normal(size=(n, 5)))
+    sizes = draw(st.lists(st.integers(1, 25), min_size=1, max_size=12))
+    cuts, at = [], 0
+    for s in sizes:
+        if at >= n:
+            break
+        cuts.append(min(s, n - at))
+        at += cuts[-1]
+    if at < n:
+        cuts.append(n - at)
+    return X.astype(np.float32), cuts
+
+
+def _feed(m: MBSCC, X: np.ndarray, cuts: list[int]) -> None:
+    at = 0
+    for c in cuts:
+        m.partial_fit(X[at : at + c])
+        at += c
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    data=streams(),
+    k=st.integers(1, 6),
+    linkage=st.sampled_from(["average", "single"]),
+    floor=st.sampled_from([0.3, 0.6, 0.85]),
+)
+def test_components_equal_batch_scc(
+    data: tuple[np.ndarray, list[int]], k: int, linkage: str, floor: float
+) -> None:
+    X, cuts = data
+    same: dict[str, Any] = {"k": k, "linkage": linkage, "n_levels": 12, "schedule": "geometric"}
+    m = MBSCC(**same, tau_min=floor, marking="components")
+    _feed(m, X, cuts)
+    ref = SCC(**same, tau_max=1.0, tau_min=floor).fit(X).hierarchy_
+    assert _structure(m.hierarchy_) == _structure(ref)
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=streams(), k=st.integers(1, 6), floor=st.sampled_from([0.3, 0.6, 0.85]))
+def test_components_equal_a_whole_rerun_with_mean_linkage(
+    data: tuple[np.ndarray, list[int]], k: int, floor: float
+) -> None:
+    X, cuts = data
+    same: dict[str, Any] = {"k": k, "linkage": "mean", "n_levels": 12, "tau_min": floor}
+    m, whole = MBSCC(**same, marking="components"), MBSCC(**same, marking="exact")
+    at = 0
+    for c in cuts:  # equal after every batch, not only at the end
+        m.partial_fit(X[at : at + c])
+        whole.partial_fit(X[at : at + c])
+        at += c
+        assert _structure(m.hierarchy_) == _structure(whole.hierarchy_)
+
+
+def _two_groups() -> np.ndarray:
+    rng = np.random.default_rng(3)
+    a = np.abs(np.array([1.0, 0, 0, 0]) + 0.05 * rng.normal(size=(20, 4)))
+    b = np.abs(np.array([0, 0, 1.0, 0]) + 0.05 * rng.normal(size=(20, 4)))
+    return np.r_[a, b].astype(np.float32)
+
+
+def _ids_within(m: MBSCC, points: set[int]) -> set[int]:
+    """Stable ids of the nodes whose points all lie in ``points``."""
+    M = m.hierarchy_.leaf_membership()
+    return {
+        int(m.node_ids_[v])
+        for v in range(m.hierarchy_.n_nodes)
+        if set(M.indices[M.indptr[v] : M.indptr[v + 1]].tolist()) <= points
+    }
+
+
+def test_a_batch_redoes_only_the_components_it_touches() -> None:
+    X = _two_groups()
+    m = MBSCC(k=5, tau_min=0.5, linkage="mean", marking="components").partial_fit(X)
+    group_b = _ids_within(m, set(range(20, 40)))
+    assert len(group_b) > 20  # its points and clusters
+    m.partial_fit(np.array([[1.0, 0.02, 0.0, 0.01]], np.float32))  # beside group a
+    assert set(m.touched_.points.tolist()) <= set(range(20)) | {40}
+    d = m.delta_
+    named = set(d.node_id.tolist()) | set(d.retired.tolist())
+    named |= set(d.edges_added[:, 0].tolist()) | set(d.edges_retired[:, 0].tolist())
+    assert not named & group_b
+    assert group_b == _ids_within(m, set(range(20, 40)))
+
+
+def test_a_pickled_mbscc_goes_on_like_one_never_pickled() -> None:
+    rng = np.random.default_rng(0)
+    X = np.abs(rng.normal(size=(6, 5))[rng.integers(0, 6, 120)] + 0.3 * rng.normal(size=(120, 5)))
+    X = X.astype(np.float32)
+    params: dict[str, Any] = {"k": 4, "tau_min": 0.5, "linkage": "mean", "marking": "components"}
+    a = MBSCC(**params)
+    a.partial_fit(X[:60])
+    b = pickle.loads(pickle.dumps(a))
+    for m in (a, b):
+        m.partial_fit(X[60:90])
+        m.partial_fit(X[90:])
+    np.testing.assert_array_equal(a.node_ids_, b.node_ids_)
+    np.testing.assert_array_equal(a.hierarchy_.edges, b.hierarchy_.edges)
+    np.testing.assert_array_equal(a.delta_.edges_added, b.delta_.edges_added)
+
+
+@pytest.mark.parametrize("params", [{"tau_min": 0.0}, {"tau_min": 0.5, "linkage": "centroid"}])
+def test_components_need_a_floor_and_an_edge_linkage(params: dict[str, Any]) -> None:
+    m = MBSCC(marking="components", **params)
+    with pytest.raises(ConfigError, match="components"):
+        m.partial_fit(np.eye(3, dtype=np.float32))
+
+
+def test_floor_components_keep_rows_without_edges() -> None:
+    """A touched point whose every edge leaves the touched set has an empty row, the
+    last one here; scipy's connected components are the oracle."""
+    from scipy import sparse
+    from scipy.sparse import csgraph
+
+    from er.cluster._components import floor_components
+
+    W = np.array([[0, 0.9, 0, 0], [0.9, 0, 0.1, 0], [0, 0.1, 0, 0], [0, 0, 0, 0]])
+    got = floor_components(sparse.csr_array(W), 0.5)
+    expected = csgraph.connected_components(sparse.csr_array(W * (W >= 0.5)), directed=False)[1]
+    np.testing.assert_array_equal(got, expected)
+    assert got[0] == got[1] and len({got[1], got[2], got[3]}) == 3
