@@ -10,7 +10,7 @@ pairwise/B-cubed F1 of the exported entities against the generator's gold ids, a
 where the CPU went (psutil): core-seconds of the worker, its graph database and
 PostgreSQL over the run, the machine's busy share of all its cores, what no group
 holds (``er ingest``, Redis, the OS) and the hypervisor's steal; the peak resident
-memory of the worker and of its graph database (sampled every 2 s). The clock starts once
+memory (PSS) of the worker and of its graph database (sampled every 2 s). The clock starts once
 the worker has settled after its start-up.
 
 The worker drains the ingest queue before the writers' queue (workers/app.py), so a
@@ -19,6 +19,11 @@ backlog: latency from the batch row's creation then includes the wait behind the
 batches before it, and the processing time is the per-batch figure.
 
     python bench/bench_e2e.py --n 100000 --batch 1000 --at 10000 50000 100000
+
+``--stream S`` sends, before each ``--at`` point, its last S batches one at a time,
+each waited for (``er ingest --wait`` per batch): their latency (batch row created ->
+done) is a stream's at that size, printed as ``stream_at`` rows; the rest of the
+records go as backlogs.
 
 ``--dim`` and ``--ngrams`` run another featurizer (the inferred one with that
 dimension and those n-gram sizes), passed to ``er ingest --config``, to measure a
@@ -195,8 +200,9 @@ def _cpu_use(before: CpuClock, after: CpuClock, wall: float) -> dict[str, Any]:
 
 
 class PeakRss:
-    """Peak resident memory of the worker's processes and of its graph database,
-    sampled every ``every`` seconds in a thread while the run lasts (GiB)."""
+    """Peak memory (PSS: resident, shared pages split among their sharers) of the
+    worker's processes and of its graph database, sampled every ``every`` seconds in a
+    thread while the run lasts (GiB)."""
 
     def __init__(self, worker: int, every: float = 2.0) -> None:
         import threading
@@ -222,10 +228,20 @@ class PeakRss:
                 for proc in [root, *root.children(recursive=True)]:
                     with contextlib.suppress(psutil.Error):
                         group = "graph_db" if "redis" in proc.name() else "worker"
-                        now[group] = now.get(group, 0.0) + proc.memory_info().rss / 2**30
+                        now[group] = now.get(group, 0.0) + _pss(proc) / 2**30
                 now["together"] = sum(now.values())
                 for group, gib in now.items():
                     self.peak[group] = max(self.peak.get(group, 0.0), round(gib, 2))
+
+
+def _pss(proc: psutil.Process) -> float:
+    """Bytes of memory ``proc`` holds, its shared pages split among their sharers (so a
+    forked child, such as the graph database's background rewrite, is not counted
+    twice); its resident size where PSS cannot be read."""
+    try:
+        return float(proc.memory_full_info().pss)
+    except (AttributeError, psutil.AccessDenied):
+        return float(proc.memory_info().rss)
 
 
 def _wait_idle(pid: int, timeout: float = 120.0) -> None:
@@ -269,6 +285,13 @@ def main() -> None:
         "--ngrams", type=int, nargs="+", default=None, help="n-gram sizes (default: er's)"
     )
     ap.add_argument(
+        "--stream",
+        type=int,
+        default=0,
+        help="batches sent one at a time (each waited for) as each --at point is reached; "
+        "the rest goes as a backlog",
+    )
+    ap.add_argument(
         "--peer",
         type=Path,
         default=None,
@@ -287,7 +310,7 @@ def main() -> None:
         raise SystemExit("Redis database 0 is not empty: another run is using it.")
     with fresh_database() as url, tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "people.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        probes: list[int] = []  # mentions resolved after each batch sent alone
         base = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
         if args.peer is not None:  # safe path: `python -m` must not put the cwd's er first
             base.update(PYTHONPATH=str(args.peer.resolve()), PYTHONSAFEPATH="1")
@@ -309,18 +332,28 @@ def main() -> None:
             cpu_before = _read_clock(worker.pid)
             started = time.perf_counter()
             with PeakRss(worker.pid) as rss:
-                done = subprocess.run(
-                    [
-                        *(sys.executable, "-m", "er.cli", "ingest", str(path)),
-                        *("--collection", "people", "--id-field", "rec_id"),
-                        *("--gold-field", "entity", "--batch-size", str(args.batch)),
-                        *("--wait", "--timeout", "86400", "--json"),
-                        *(("--config", json.dumps(config)) if config else ()),
-                    ],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                )
+                for part in _parts(args.n, args.batch, args.at, args.stream):
+                    part_path = path.with_suffix(f".{part.start}.jsonl")
+                    part_path.write_text(
+                        "".join(json.dumps(r) + "\n" for r in records[part.start : part.stop])
+                    )
+                    done = subprocess.run(
+                        [
+                            *(sys.executable, "-m", "er.cli", "ingest", str(part_path)),
+                            *("--collection", "people", "--id-field", "rec_id"),
+                            *("--gold-field", "entity", "--batch-size", str(args.batch)),
+                            *("--wait", "--timeout", "86400", "--json"),
+                            *(("--config", json.dumps(config)) if config else ()),
+                        ],
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                    )
+                    part_path.unlink()
+                    if done.returncode != 0:
+                        break
+                    if part.probe:
+                        probes.append(part.stop)
                 wall = time.perf_counter() - started
             if done.returncode != 0:
                 raise SystemExit(done.stderr)
@@ -352,6 +385,34 @@ def main() -> None:
     print(json.dumps(out))
     for at in args.at:
         print(json.dumps(_summary(batches, at, args.width)))
+    if probes:  # each batch sent alone, waited for: its latency is the stream's
+        ends = {b["resolved"]: b for b in batches}
+        for at in args.at:
+            alone = [ends[p] for p in probes if at - args.stream * args.batch < p <= at]
+            print(json.dumps({"stream_at": at, **_summary(alone, at, len(alone))}))
+
+
+class Part(NamedTuple):
+    start: int
+    stop: int
+    probe: bool  # one batch sent alone
+
+
+def _parts(n: int, batch: int, at: list[int], stream: int) -> list[Part]:
+    """The records in the order they are sent: backlogs, and before each ``at`` point
+    ``stream`` single batches (all one backlog without ``stream``)."""
+    if not stream:
+        return [Part(0, n, False)]
+    out, pos = [], 0
+    for point in sorted(p for p in at if p <= n):
+        first_probe = max(pos, point - stream * batch)
+        if first_probe > pos:
+            out.append(Part(pos, first_probe, False))
+        out += [Part(s, min(s + batch, point), True) for s in range(first_probe, point, batch)]
+        pos = point
+    if pos < n:
+        out.append(Part(pos, n, False))
+    return out
 
 
 if __name__ == "__main__":

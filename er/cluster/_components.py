@@ -74,9 +74,9 @@ class Forest:
     size, score, lo, hi, alive : ndarray, shape (cap,)
         Points under each node, its formation score (NaN for points), first and last
         level, and whether the id is a current node.
-    comp : ndarray of int64, shape (n,)
+    comp : ndarray of int64, shape (>= n,)
         Floor component of each point, named by its smallest point index.
-    ring : ndarray of int64, shape (n,)
+    ring : ndarray of int64, shape (>= n,)
         The next point of the same component (a cycle per component).
     root : int
         Stable id of the root over the tops, -1 while fewer than two tops exist.
@@ -118,9 +118,10 @@ class Forest:
     def set_components(self, points: NDArray[np.int64], label: NDArray[np.int64], n: int) -> None:
         """Give the points of ``S`` (ascending) their new components (``label`` per point,
         any integers) and grow the per-point arrays to ``n`` points."""
-        if n > self.comp.size:
-            self.comp = _grown(self.comp, n, -1)
-            self.ring = _grown(self.ring, n, -1)
+        if n > self.comp.size:  # double the room: a batch copies nothing it did not add
+            room = max(n, 2 * self.comp.size)
+            self.comp = _grown(self.comp, room, -1)
+            self.ring = _grown(self.ring, room, -1)
         self.n_points = n
         order = np.lexsort((points, label))  # by component, then point
         p, lab = points[order], label[order]
