@@ -372,8 +372,12 @@ def main() -> None:
             resolved = batches[-1]["resolved"] if batches else 0
             quality = {} if limited else _quality({**env, "ER_BROKER_URL": ""}, records)
         finally:
-            worker.terminate()
-            worker.wait(timeout=120)
+            worker.terminate()  # a warm shutdown waits for the task in hand
+            try:
+                worker.wait(timeout=120)
+            except subprocess.TimeoutExpired:  # a backlog left by --limit-s
+                worker.kill()
+                worker.wait()
             import redis
 
             redis.Redis(host="127.0.0.1", port=6379, db=db).flushdb()

@@ -48,14 +48,15 @@ class RowLog:
     Attributes
     ----------
     name : str
-        Names the file, ``<checkpoint>.<name>.f32`` (``.i64`` for int64).
+        Names the file, ``<checkpoint>.<name>.f32`` (``.i64``, ``.i8``).
     path : tuple of str
         Attribute path from the state to the array, e.g. ``("core", "_knn", "X")``.
     rows_attr : str or None
         Attribute (of the array's owner) counting the rows in use, when the array
         has spare capacity beyond them (``VectorIndex._n``); None: every row is used.
-    dtype : {"float32", "int64"}
-        The matrix's type (vectors; blocking keys, ``er.ann.KeyIndex``).
+    dtype : {"float32", "int64", "int8"}
+        The matrix's type (vectors; blocking keys, ``er.ann.KeyIndex``; the keys'
+        quantized vectors, ``er.ann.Int8Rows``).
     """
 
     name: str
@@ -82,7 +83,7 @@ class RowLog:
         return X[:n]
 
     def file(self, checkpoint: Path) -> Path:
-        suffix = {"float32": "f32", "int64": "i64"}[self.dtype]
+        suffix = {"float32": "f32", "int64": "i64", "int8": "i8"}[self.dtype]
         return checkpoint.with_name(f"{checkpoint.name}.{self.name}.{suffix}")
 
 

@@ -86,10 +86,11 @@ def _check_k(k: Any) -> int:
 
 def rank(
     Q: NDArray[np.float32],
-    X: NDArray[np.float32],
+    X: NDArray[np.float32] | NDArray[np.int8],
     cand: NDArray[np.int64],
     k: int,
     dtype: type[np.floating[Any]] = np.float64,
+    scale: NDArray[np.float32] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
     """Exact re-scoring of candidate ids: the best k per row, ties to the lower id.
 
@@ -105,6 +106,8 @@ def rank(
         own loops (no BLAS threads), the same on every run, but near-ties may order
         unlike exact search's; the blocking keys' candidates, never compared with
         exact search's lists, are ranked in float32.
+    scale : ndarray of float32, shape (n,), optional
+        Each row of X is ``X[i] * scale[i]`` (int8 rows, :class:`er.ann.Int8Rows`).
 
     Returns
     -------
@@ -118,9 +121,10 @@ def rank(
     step = max(1, (1 << 22) // max(cand.shape[1] * X.shape[1], 1))
     for s in range(0, cand.shape[0], step):
         block = np.maximum(cand[s : s + step], 0)
-        sim[s : s + step] = np.einsum(
+        dots = np.einsum(
             "bd,bcd->bc", Q[s : s + step].astype(dtype), X[block].astype(dtype, copy=False)
         )
+        sim[s : s + step] = dots if scale is None else dots * scale[block]
     return best_per_row(np.where(ok, cand, -1), sim, k)
 
 

@@ -33,7 +33,9 @@ class _State:
     n_points: int = 0
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq -> point rows
     ledger: ArrayLedger = field(default_factory=ArrayLedger)  # stable entity ids
-    index: Any = None  # the k-NN index (er.ann), created with the first batch
+    # the k-NN index (er.ann), created with the first batch; with blocking keys only
+    # the vectors that rank their candidates (er.ann.Int8Rows; float32 before it)
+    index: Any = None
     keys: KeyIndex | None = None  # blocking keys ("candidates": "keys"), ditto
     rows_saved: dict[str, int] = field(default_factory=dict)  # rows of each row log
     # pair-model collections: every point's normalised fields, and the model that
@@ -63,6 +65,9 @@ _ROW_LOGS = (
     RowLog("points", ("core", "_knn", "X"), rows_attr="_n"),
     RowLog("vectors", ("index", "_X"), rows_attr="_n"),
     RowLog("keys", ("keys", "_keys"), rows_attr="_n", dtype="int64"),
+    # the blocking keys' vectors (er.ann.Int8Rows; older collections: "vectors")
+    RowLog("vectors8", ("index", "_X"), rows_attr="_n", dtype="int8"),
+    RowLog("scales", ("index", "_scale"), rows_attr="_n"),
 )
 
 

@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session
 
-from er.ann import KeyIndex, batch_neighbors, make_index, record_keys
+from er.ann import Int8Rows, KeyIndex, batch_neighbors, make_index, record_keys
 from er.ann._index import rank
 from er.cluster import MBSCC
 from er.delta import ClusteringDelta
@@ -283,7 +283,7 @@ class _BatchJob:
         if model is None:  # the collection's first batch: train on it (issue #29)
             model = train_on_batch(state.table, self.config, idx, first)
         elif grown_past_first_model(model, population):  # search indexed this batch
-            X = state.index.vectors[:population]
+            X = _vectors(state.index, population)
             model = train_on_collection(state.table, self.config, X, model.version + 1)
         state.model = model
         self.model, self.model_changed = model, model is not held
@@ -319,16 +319,20 @@ class _BatchJob:
 
         The records sharing a key with each new record (:class:`er.ann.KeyIndex`,
         every record so far and the batch's own) are ranked by the vectors' cosine
-        (float32), as exact search ranks all records, and the best k kept (-1
-        padded: a record may share no key). Keys and answers are functions of the
-        records in order, so a replayed batch finds the same lists.
+        (float32; the stored rows in int8, er.ann.Int8Rows), as exact search ranks
+        all records, and the best k kept (-1 padded: a record may share no key).
+        Keys and answers are functions of the records in order, so a replayed batch
+        finds the same lists.
         """
         if state.index is None:
-            state.index = make_index("exact", dim=X.shape[1])  # holds the vectors
+            state.index = Int8Rows(X.shape[1])
             state.keys = KeyIndex(keys.shape[1])
         assert state.keys is not None  # created with the index
         state.index.add(X)
         candidates = state.keys.candidates(state.keys.add(keys))
+        if isinstance(state.index, Int8Rows):
+            return state.index.rank(X, candidates, self._k(state))
+        # a collection made before the int8 rows keeps its float32 vectors
         return rank(X, state.index.vectors, candidates, self._k(state), np.float32)
 
     @staticmethod
@@ -346,6 +350,14 @@ class _Found:
     idx: NDArray[np.int64]  # (b, k) global point indices, -1 for none
     sim: NDArray[np.float32]  # (b, k) cosine
     batch: NormalisedBatch | None
+
+
+def _vectors(index: Any, stop: int) -> NDArray[np.float32]:
+    """(stop, d) the first ``stop`` stored vectors in float32 (as stored: int8 rows
+    dequantized, so a replay's retraining sees what the first run saw)."""
+    if isinstance(index, Int8Rows):
+        return index.floats(stop)
+    return np.asarray(index.vectors[:stop], np.float32)
 
 
 def _current_model(config: Mapping[str, Any], state: _State) -> PairModel | None:

@@ -136,6 +136,7 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, m
     from sqlalchemy.orm import Session
 
     import er.pipeline.train
+    from er.ann._rows import quantize
     from er.cluster import MBSCC
     from er.evaluation import cut_at_score
     from er.featurize import FeaturizerConfig, FieldTypes, featurize
@@ -180,7 +181,10 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, m
         if model is None:
             model = train_on_batch(table, config, idx, first)
         elif len(table) == 600:  # grown: every mention so far, exact candidates
-            model = train_on_collection(table, config, X.astype(np.float32), 2)
+            # the writer keeps its vectors as int8 rows (er.ann.Int8Rows) and retrains
+            # on them as stored
+            q, scale = quantize(X)
+            model = train_on_collection(table, config, q.astype(np.float32) * scale, 2)
             trained.append(model)
         b = len(rows)
         left = np.repeat(np.arange(first, first + b), k)

@@ -163,3 +163,25 @@ def test_a_checkpoint_pickled_before_the_package_split_loads() -> None:
     old = old.replace(b"er.pipeline.state\n_State", b"er.pipeline\n_State")
     loaded = pickle.loads(old)
     assert isinstance(loaded, Current) and loaded.seq == 3
+
+
+def test_the_keys_int8_vectors_go_to_row_logs_and_come_back(tmp_path) -> None:
+    """A blocking-keys collection's int8 rows and scales are row logs, not pickled."""
+    from er.ann import Int8Rows
+
+    path = tmp_path / "checkpoint.pkl"
+    config = {"algorithm": "mbscc", "params": {}}
+    state = _load_state(path, config)
+    state.index = Int8Rows(256)
+    for X in _batches(3, 700, 256):  # past the first room (1,024 rows)
+        state.index.add(X)
+        commit_temp(_prepare_state(path, state), path)
+        again = _load_state(path, config)
+        n = len(state.index)
+        assert again.rows_saved == {"vectors8": n, "scales": n}
+        np.testing.assert_array_equal(again.index.floats(n), state.index.floats(n))
+        Q, cand = X[:5], np.tile(np.arange(-1, 9), (5, 1))
+        for a, b in zip(again.index.rank(Q, cand, 4), state.index.rank(Q, cand, 4), strict=True):
+            np.testing.assert_array_equal(a, b)
+        state = again
+    assert path.stat().st_size < 4096  # the pickle holds no rows
