@@ -39,18 +39,21 @@ def measure(n: int, level: str) -> dict[str, Any]:
         ingest = [*er, "ingest", str(path), "--collection", "p", "--id-field", "rec_id"]
         _run([*ingest, "--gold-field", "entity", "--batch-size", "1000", "--json"], env)
         ingest_s = time.perf_counter() - started
-        started = time.perf_counter()
-        done = _run(
-            ["/usr/bin/time", "-f", "maxrss_kb=%M", *er, "eval", "--collection", "p", "--json"],
-            env,
-        )
-        eval_s = time.perf_counter() - started
+        figures = timed_eval(er, "p", env)
+    return {"n": n, "level": level, "ingest_seconds": round(ingest_s, 1), **figures}
+
+
+def timed_eval(er: list[str], collection: str, env: dict[str, str]) -> dict[str, Any]:
+    """`er eval` of a collection as its own process: seconds, peak RSS, pairwise F1."""
+    started = time.perf_counter()
+    done = _run(
+        ["/usr/bin/time", "-f", "maxrss_kb=%M", *er, "eval", "--collection", collection, "--json"],
+        env,
+    )
+    eval_s = time.perf_counter() - started
     rss_kb = int(done.stderr.rsplit("maxrss_kb=", 1)[1].split()[0])
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     return {
-        "n": n,
-        "level": level,
-        "ingest_seconds": round(ingest_s, 1),
         "eval_seconds": round(eval_s, 1),
         "eval_peak_rss_mib": round(rss_kb / 1024, 1),
         "pairwise_f1": figures.get("pairwise_prf_at_cut", [None] * 3)[2],

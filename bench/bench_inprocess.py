@@ -1,18 +1,20 @@
 """The embedded default end to end (issue #30): `er ingest FILE` with no broker.
 
 Synthetic person records (``bench/people.py``) as one JSONL file, resolved by one
-``er ingest`` process on the embedded defaults (PostgreSQL on the machine's server, a
-fresh database; the embedded FalkorDB the command starts in its data dir): wall time,
+``er ingest`` process on the embedded defaults (the SQLite file and the embedded
+FalkorDB in its data dir; ``--database postgres``: a fresh database on the machine's
+PostgreSQL server instead): wall time,
 mentions/s, peak resident memory of the command and of its graph database (sampled
 every 2 s), the writer's seconds per batch around each ``--at`` point, and the F1 of
 the exported entities against the generator's gold ids.
 
-    python -m bench inprocess --n 1000000 --batch 1000 --at 10000 100000 1000000
+    python -m bench inprocess --n 1000000 --batch 1000 --at 10000 100000 1000000 [--eval]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -25,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pg import fresh_database
 from bench_e2e import PeakRss, _batches, _quality, _summary
+from bench_eval import timed_eval
 from people import synthetic_people
 
 
@@ -35,13 +38,30 @@ def main() -> None:
     ap.add_argument("--at", type=int, nargs="+", default=[10_000])
     ap.add_argument("--width", type=int, default=9, help="batches summarised around each point")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--database",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="sqlite: ER_DATABASE_URL unset, er's own default",
+    )
+    ap.add_argument(
+        "--eval", action="store_true", help="then `er eval` in its own process (issue #31)"
+    )
     args = ap.parse_args()
     records = synthetic_people(args.n, seed=args.seed)
-    with fresh_database() as url, tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        data = Path(tmp) / "data"
+        if args.database == "postgres":
+            url = stack.enter_context(fresh_database())
+        else:  # the file er makes when ER_DATABASE_URL is unset (er/config.py)
+            url = f"sqlite:///{(data / 'er.sqlite3').resolve()}"
         path = Path(tmp) / "people.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in records))
         env = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
-        env.update(ER_DATABASE_URL=url, ER_DATA_DIR=str(Path(tmp) / "data"))
+        env.update(ER_DATA_DIR=str(data))
+        if args.database == "postgres":
+            env.update(ER_DATABASE_URL=url)
         started = time.perf_counter()
         command = [
             *(sys.executable, "-m", "er.cli", "ingest", str(path), "--collection", "people"),
@@ -57,15 +77,19 @@ def main() -> None:
             raise SystemExit(err)
         batches = _batches(url)
         quality = _quality(env, records)
+        er = [sys.executable, "-m", "er.cli"]
+        evaluated = {"eval": timed_eval(er, "people", env)} if args.eval else {}
     print(
         json.dumps(
             {
                 "n": args.n,
                 "batch": args.batch,
+                "database": args.database,
                 "wall_s": round(wall, 1),
                 "mentions_per_s": round(args.n / wall, 1),
                 **{k: round(v, 4) for k, v in quality.items()},
                 "peak_rss_gib": rss.peak,
+                **evaluated,
                 "machine": f"{platform.machine()}, {os.cpu_count()} cpus, "
                 f"Python {platform.python_version()}",
             }
