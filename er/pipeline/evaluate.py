@@ -26,6 +26,7 @@ from er.stores.sql import (
     eval_runs,
     find_collection,
     last_done_seq,
+    mention_payloads,
     mentions_by_node,
     refused_records,
 )
@@ -66,6 +67,7 @@ def evaluate_collection(
     )
     session.add(run)
     session.flush()
+    _fill_payloads(session, scored)
     leaves = (scored.known, scored.leaf_nodes)
     run.report_path = str(
         _write_report(session, run, scored.coll.id, collection, leaves, reports_dir)
@@ -105,7 +107,7 @@ def score_collection(
     if coll is None:
         raise ERError(f"no collection {collection!r}.")
     seq = as_of if as_of is not None else last_done_seq(session, coll.id)
-    mentions = mentions_by_node(session, coll.id)
+    mentions = mentions_by_node(session, coll.id, payloads=False)  # labels only
     if seq is None or not mentions:
         raise ERError(f"collection {collection!r} has no resolved batch to evaluate yet.")
     if all(m["gold_entity"] is None for m in mentions.values()):
@@ -134,6 +136,17 @@ def score_collection(
     metrics["entities_scored"] = "stored" if pred is not None else f"preview of cut {cut}"
     metrics.update(_refused_figures(session, coll, gold, pred, hierarchy, cut))
     return Scored(coll, int(seq), metrics, known, leaf_nodes)
+
+
+def _fill_payloads(session: Session, scored: Scored) -> None:
+    """Read the payloads of the mentions the report shows (its worst errors) into
+    ``scored.known``; scoring read none."""
+    errors = scored.metrics["false_merges"] + scored.metrics["splits"]
+    shown = {i for err in errors for i in err["mentions"]}
+    rows = [scored.known[i] for i in sorted(shown)]
+    payloads = mention_payloads(session, scored.coll.id, (r["external_id"] for r in rows))
+    for r in rows:
+        r["payload"] = payloads.get(r["external_id"])
 
 
 def _stored_entities(

@@ -14,7 +14,13 @@ from er.stores.sql._batches import (
     stored_payloads,
     writer_lock,
 )
-from er.stores.sql._evals import eval_runs, find_collection, last_done_seq, mentions_by_node
+from er.stores.sql._evals import (
+    eval_runs,
+    find_collection,
+    last_done_seq,
+    mention_payloads,
+    mentions_by_node,
+)
 from er.stores.sql._mentions import (
     count_mentions,
     get_or_create_collection,
@@ -42,6 +48,7 @@ __all__ = [
     "last_done_seq",
     "lock_collection",
     "make_engine",
+    "mention_payloads",
     "mentions_by_node",
     "open_batch",
     "pending_batches",

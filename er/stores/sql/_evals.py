@@ -13,7 +13,13 @@ from sqlalchemy.orm import Session
 
 from er.stores.sql._models import Batch, Collection, EvalRun, Mention
 
-__all__ = ["eval_runs", "find_collection", "last_done_seq", "mentions_by_node"]
+__all__ = [
+    "eval_runs",
+    "find_collection",
+    "last_done_seq",
+    "mention_payloads",
+    "mentions_by_node",
+]
 
 
 def find_collection(session: Session, name: str) -> Collection | None:
@@ -29,18 +35,46 @@ def last_done_seq(session: Session, collection_id: int) -> int | None:
     return session.scalar(query)
 
 
-def mentions_by_node(session: Session, collection_id: int) -> dict[int, dict[str, Any]]:
-    """Leaf node id -> {external_id, gold_entity, payload} of every clustered mention."""
-    # (node_id, external_id, gold_entity, payload); node_id is never NULL here
-    rows: Iterable[tuple[int, str, str | None, Any]] = session.execute(
-        select(Mention.node_id, Mention.external_id, Mention.gold_entity, Mention.payload).where(
-            Mention.collection_id == collection_id, Mention.node_id.is_not(None)
-        )
+def mentions_by_node(
+    session: Session, collection_id: int, payloads: bool = True
+) -> dict[int, dict[str, Any]]:
+    """Leaf node id -> {external_id, gold_entity, payload} of every clustered mention.
+
+    ``payloads=False`` leaves every payload None (scoring needs only the labels; at a
+    million mentions the payloads were most of ``er eval``'s memory): fill the few a
+    report shows with :func:`mention_payloads`.
+    """
+    columns: list[Any] = [Mention.node_id, Mention.external_id, Mention.gold_entity]
+    if payloads:
+        columns.append(Mention.payload)
+    rows: Iterable[Any] = session.execute(
+        select(*columns).where(Mention.collection_id == collection_id, Mention.node_id.is_not(None))
     )
     return {
-        int(node): {"external_id": ext, "gold_entity": gold, "payload": payload}
-        for node, ext, gold, payload in rows
+        int(row[0]): {
+            "external_id": row[1],
+            "gold_entity": row[2],
+            "payload": row[3] if payloads else None,
+        }
+        for row in rows  # node_id is never NULL here
     }
+
+
+def mention_payloads(
+    session: Session, collection_id: int, external_ids: Iterable[str]
+) -> dict[str, Any]:
+    """external_id -> payload of the given mentions (the few a report shows)."""
+    wanted = sorted(set(external_ids))
+    out: dict[str, Any] = {}
+    for start in range(0, len(wanted), 500):  # bound the IN list's parameters
+        found: Iterable[tuple[str, Any]] = session.execute(
+            select(Mention.external_id, Mention.payload).where(
+                Mention.collection_id == collection_id,
+                Mention.external_id.in_(wanted[start : start + 500]),
+            )
+        )
+        out.update((ext, payload) for ext, payload in found)
+    return out
 
 
 def eval_runs(session: Session, collection_id: int | None = None) -> list[EvalRun]:
