@@ -52,16 +52,14 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         data = Path(tmp) / "data"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
+        env.update(ER_DATA_DIR=str(data))
         if args.database == "postgres":
-            url = stack.enter_context(fresh_database())
+            url = env["ER_DATABASE_URL"] = stack.enter_context(fresh_database())
         else:  # the file er makes when ER_DATABASE_URL is unset (er/config.py)
             url = f"sqlite:///{(data / 'er.sqlite3').resolve()}"
         path = Path(tmp) / "people.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in records))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
-        env.update(ER_DATA_DIR=str(data))
-        if args.database == "postgres":
-            env.update(ER_DATABASE_URL=url)
         started = time.perf_counter()
         command = [
             *(sys.executable, "-m", "er.cli", "ingest", str(path), "--collection", "people"),

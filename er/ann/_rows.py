@@ -18,17 +18,15 @@ scores; it is a function of the stored rows, so a replay ranks alike.
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 import numpy as np
 from numpy.typing import NDArray
 
 from er.ann._index import rank
+from er.cluster._graph import grown
 
 __all__ = ["Int8Rows"]
 
 _LEVELS = 127.0
-_T = TypeVar("_T", bound=np.generic)
 
 
 class Int8Rows:
@@ -63,8 +61,7 @@ class Int8Rows:
         n0, n1 = self._n, self._n + q.shape[0]
         if n1 > self._X.shape[0]:
             room = max(n1, 2 * self._X.shape[0], 1024)
-            self._X = _grown(self._X, room, n0)
-            self._scale = _grown(self._scale, room, n0)
+            self._X, self._scale = grown(self._X, room), grown(self._scale, room)
         self._X[n0:n1], self._scale[n0:n1] = q, scale
         self._n = n1
         return np.arange(n0, n1, dtype=np.int64)
@@ -114,10 +111,3 @@ def quantize(X: NDArray[np.floating]) -> tuple[NDArray[np.int8], NDArray[np.floa
     safe = np.where(scale > 0, scale, 1.0).astype(np.float32)
     q = np.clip(np.rint(X / safe), -_LEVELS, _LEVELS).astype(np.int8)
     return q, scale
-
-
-def _grown(A: NDArray[_T], rows: int, used: int) -> NDArray[_T]:
-    """A copy of ``A``'s first ``used`` rows with room for ``rows``."""
-    out = np.zeros((rows, A.shape[1]), A.dtype)
-    out[:used] = A[:used]
-    return out

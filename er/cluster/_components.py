@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from scipy import sparse
 from scipy.sparse import csgraph
 
-from er.cluster._graph import knn_lists_graph
+from er.cluster._graph import grown, knn_lists_graph
 from er.cluster._hierarchy import Hierarchy
 from er.cluster._mbscc_ids import _Members, match_ids
 from er.cluster._snapshot import _Snapshot
@@ -120,8 +120,8 @@ class Forest:
         any integers) and grow the per-point arrays to ``n`` points."""
         if n > self.comp.size:  # double the room: a batch copies nothing it did not add
             room = max(n, 2 * self.comp.size)
-            self.comp = _grown(self.comp, room, -1)
-            self.ring = _grown(self.ring, room, -1)
+            self.comp = grown(self.comp, room, -1)
+            self.ring = grown(self.ring, room, -1)
         self.n_points = n
         order = np.lexsort((points, label))  # by component, then point
         p, lab = points[order], label[order]
@@ -140,12 +140,12 @@ class Forest:
         if cap <= self.parent.size:
             return
         cap = max(cap, 2 * self.parent.size)
-        self.parent = _grown(self.parent, cap, -1)
-        self.size = _grown(self.size, cap, 0)
-        self.score = _grown(self.score, cap, np.nan)
-        self.lo = _grown(self.lo, cap, 0)
-        self.hi = _grown(self.hi, cap, 0)
-        self.alive = _grown(self.alive, cap, False)
+        self.parent = grown(self.parent, cap, -1)
+        self.size = grown(self.size, cap, 0)
+        self.score = grown(self.score, cap, np.nan)
+        self.lo = grown(self.lo, cap, 0)
+        self.hi = grown(self.hi, cap, 0)
+        self.alive = grown(self.alive, cap, False)
 
     def old_nodes(
         self, point_ids: NDArray[np.int64]
@@ -228,12 +228,6 @@ class Forest:
             params=params,
         )
         return h, ids
-
-
-def _grown(a: NDArray[Any], size: int, fill: Any) -> NDArray[Any]:
-    out = np.full(size, fill, a.dtype)
-    out[: a.size] = a
-    return out
 
 
 def local_graph(

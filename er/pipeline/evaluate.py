@@ -107,7 +107,7 @@ def score_collection(
     if coll is None:
         raise ERError(f"no collection {collection!r}.")
     seq = as_of if as_of is not None else last_done_seq(session, coll.id)
-    mentions = mentions_by_node(session, coll.id, payloads=False)  # labels only
+    mentions = mentions_by_node(session, coll.id)  # labels; payloads read for the report
     if seq is None or not mentions:
         raise ERError(f"collection {collection!r} has no resolved batch to evaluate yet.")
     if all(m["gold_entity"] is None for m in mentions.values()):

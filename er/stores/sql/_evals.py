@@ -35,28 +35,22 @@ def last_done_seq(session: Session, collection_id: int) -> int | None:
     return session.scalar(query)
 
 
-def mentions_by_node(
-    session: Session, collection_id: int, payloads: bool = True
-) -> dict[int, dict[str, Any]]:
+def mentions_by_node(session: Session, collection_id: int) -> dict[int, dict[str, Any]]:
     """Leaf node id -> {external_id, gold_entity, payload} of every clustered mention.
 
-    ``payloads=False`` leaves every payload None (scoring needs only the labels; at a
-    million mentions the payloads were most of ``er eval``'s memory): fill the few a
-    report shows with :func:`mention_payloads`.
+    The payloads are left None: scoring needs only the labels (at a million mentions
+    the payloads were most of ``er eval``'s memory); :func:`mention_payloads` reads
+    the few a report shows.
     """
-    columns: list[Any] = [Mention.node_id, Mention.external_id, Mention.gold_entity]
-    if payloads:
-        columns.append(Mention.payload)
-    rows: Iterable[Any] = session.execute(
-        select(*columns).where(Mention.collection_id == collection_id, Mention.node_id.is_not(None))
+    # (node_id, external_id, gold_entity); node_id is never NULL here
+    rows: Iterable[tuple[int, str, str | None]] = session.execute(
+        select(Mention.node_id, Mention.external_id, Mention.gold_entity).where(
+            Mention.collection_id == collection_id, Mention.node_id.is_not(None)
+        )
     )
     return {
-        int(row[0]): {
-            "external_id": row[1],
-            "gold_entity": row[2],
-            "payload": row[3] if payloads else None,
-        }
-        for row in rows  # node_id is never NULL here
+        int(node): {"external_id": ext, "gold_entity": gold, "payload": None}
+        for node, ext, gold in rows
     }
 
 
