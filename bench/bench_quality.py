@@ -59,9 +59,15 @@ def er_workspace(
     embedded stores live in ``tmp`` (no ER_ setting of the caller's leaks in)."""
     path = tmp / "records.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path, *er_env(tmp)
+
+
+def er_env(tmp: Path) -> tuple[list[str], dict[str, str]]:
+    """The `er` command and an environment whose embedded stores live in ``tmp/data``
+    (no ER_ setting of the caller's leaks in)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
     env["ER_DATA_DIR"] = str(tmp / "data")
-    return path, [sys.executable, "-m", "er.cli"], env
+    return [sys.executable, "-m", "er.cli"], env
 
 
 def run_er(records: list[dict[str, str]]) -> tuple[list[str], dict[str, Any]]:

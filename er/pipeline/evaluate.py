@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from er.evaluation import bcubed, coreference_report, cut_at_score, pairwise_prf
 from er.exceptions import ERError
 from er.match import FieldTable
 from er.pipeline.config import DEFAULT_CUT, _safe, field_types, stored_model
-from er.pipeline.partition import _hierarchy_from_store, entity_map
+from er.pipeline.partition import _hierarchy_from_store
 from er.stores.graph import GraphStore
 from er.stores.graph._cypher import canned_query
 from er.stores.sql import (
@@ -25,9 +25,9 @@ from er.stores.sql import (
     EvalRun,
     eval_runs,
     find_collection,
+    gold_labels,
     last_done_seq,
-    mention_payloads,
-    mentions_by_node,
+    mentions_of_nodes,
     refused_records,
 )
 
@@ -67,7 +67,7 @@ def evaluate_collection(
     )
     session.add(run)
     session.flush()
-    _fill_payloads(session, scored)
+    _read_shown(session, scored)
     leaves = (scored.known, scored.leaf_nodes)
     run.report_path = str(
         _write_report(session, run, scored.coll.id, collection, leaves, reports_dir)
@@ -77,14 +77,15 @@ def evaluate_collection(
 
 @dataclass
 class Scored:
-    """One scoring of a collection: its row, the batch, the figures, and its leaves
-    (mention rows and node ids, in the hierarchy's leaf order)."""
+    """One scoring of a collection: its row, the batch, the figures, each leaf's node
+    id (shape (n_points,), in the hierarchy's leaf order) and, once read for the report
+    (:func:`_read_shown`), the mention rows of the leaves it shows, by leaf index."""
 
     coll: Any
     seq: int
     metrics: dict[str, Any]
-    known: list[Any]
-    leaf_nodes: list[int]
+    leaf_nodes: NDArray[np.int64]
+    known: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 def score_collection(
@@ -107,61 +108,71 @@ def score_collection(
     if coll is None:
         raise ERError(f"no collection {collection!r}.")
     seq = as_of if as_of is not None else last_done_seq(session, coll.id)
-    mentions = mentions_by_node(session, coll.id)  # labels; payloads read for the report
-    if seq is None or not mentions:
+    labelled, labels = gold_labels(session, coll.id)
+    if seq is None or not labels:
         raise ERError(f"collection {collection!r} has no resolved batch to evaluate yet.")
-    if all(m["gold_entity"] is None for m in mentions.values()):
+    if all(g is None for g in labels):
         raise ERError(
             f"collection {collection!r} has no gold labels (ingest them with --gold-field); "
             "nothing to evaluate against."
         )
     hierarchy, node_ids = _hierarchy_from_store(graph.structure(collection, as_of=seq))
     leaf_nodes = node_ids[: hierarchy.n_points]
-    known = [mentions.get(v) for v in leaf_nodes]
-    keep = np.array([m is not None and m["gold_entity"] is not None for m in known], bool)
-    if not keep.all():
-        raise ERError(
-            f"collection {collection!r}: {int((~keep).sum())} clustered mention(s) have no gold "
-            "label; evaluate a collection whose every mention has one."
-        )
-    # every m is a mention with a gold label (keep.all()): the filter only narrows the type
-    labels = [m["gold_entity"] for m in known if m is not None]
-    gold = np.array(labels, dtype=object).astype(str)
+    gold = _gold_of_leaves(collection, leaf_nodes, labelled, labels)
     if threshold is None:  # score what users receive: the stored stable entities
-        pred = _stored_entities(graph, coll, collection, seq, leaf_nodes)
+        pred = _stored_entities(graph, collection, seq, leaf_nodes)
         cut = float(coll.config.get("cut_threshold", DEFAULT_CUT))
     else:  # a preview of another cut of the same hierarchy; nothing changes
         pred, cut = None, float(threshold)
     metrics = coreference_report(hierarchy, gold, threshold=cut, pred=pred)
-    metrics["entities_scored"] = "stored" if pred is not None else f"preview of cut {cut}"
+    metrics["entities_scored"] = "stored" if threshold is None else f"preview of cut {cut}"
     metrics.update(_refused_figures(session, coll, gold, pred, hierarchy, cut))
-    return Scored(coll, int(seq), metrics, known, leaf_nodes)
+    return Scored(coll, int(seq), metrics, leaf_nodes)
 
 
-def _fill_payloads(session: Session, scored: Scored) -> None:
-    """Read the payloads of the mentions the report shows (its worst errors) into
-    ``scored.known``; scoring read none."""
+def _gold_of_leaves(
+    collection: str, leaf_nodes: NDArray[np.int64], labelled: NDArray[np.int64], labels: list[Any]
+) -> NDArray[np.str_]:
+    """(n_points,) the gold label of each leaf; every leaf must have one."""
+    at = np.minimum(np.searchsorted(labelled, leaf_nodes), len(labelled) - 1)
+    found = labelled[at] == leaf_nodes
+    unlabelled = np.fromiter((g is None for g in labels), bool, len(labels))[at]
+    missing = int((~found | unlabelled).sum())
+    if missing:
+        raise ERError(
+            f"collection {collection!r}: {missing} clustered mention(s) have no gold "
+            "label; evaluate a collection whose every mention has one."
+        )
+    return np.array(labels, dtype=object)[at].astype(str)
+
+
+def _read_shown(session: Session, scored: Scored) -> None:
+    """Read the mention rows (external id, gold label, payload) of the leaves the
+    report shows (its worst errors) into ``scored.known``; scoring read none."""
     errors = scored.metrics["false_merges"] + scored.metrics["splits"]
-    shown = {i for err in errors for i in err["mentions"]}
-    rows = [scored.known[i] for i in sorted(shown)]
-    payloads = mention_payloads(session, scored.coll.id, (r["external_id"] for r in rows))
-    for r in rows:
-        r["payload"] = payloads.get(r["external_id"])
+    shown = sorted({i for err in errors for i in err["mentions"]})
+    rows = mentions_of_nodes(session, scored.coll.id, scored.leaf_nodes[shown].tolist())
+    scored.known = {i: rows[int(scored.leaf_nodes[i])] for i in shown}
 
 
 def _stored_entities(
-    graph: GraphStore, coll: Any, collection: str, seq: int, leaf_nodes: list[int]
-) -> NDArray[np.int64]:
+    graph: GraphStore, collection: str, seq: int, leaf_nodes: NDArray[np.int64]
+) -> NDArray[np.int64] | None:
     """(n_leaves,) the entity of each leaf as of ``seq``: the partition ``er export
-    entities`` gives (:func:`er.pipeline.partition.entity_map`)."""
-    entity_of = entity_map(graph, collection, coll.config, seq)
-    missing = [v for v in leaf_nodes if v not in entity_of]
+    entities`` gives (:func:`er.pipeline.partition.entity_map`). None for a collection
+    stored without stable entities, whose export cuts the hierarchy at its cut as the
+    report then does."""
+    stored = graph.memberships(collection, as_of=seq)
+    if not len(stored.mentions):
+        return None
+    pred = stored.of(leaf_nodes)
+    missing = int((pred < 0).sum())
     if missing:
         raise ERError(
-            f"collection {collection!r}: {len(missing)} clustered mention(s) have no stored "
+            f"collection {collection!r}: {missing} clustered mention(s) have no stored "
             f"entity as of batch {seq}; evaluate a later batch."
         )
-    return np.array([entity_of[v] for v in leaf_nodes], np.int64)
+    return pred
 
 
 def _refused_figures(
@@ -204,7 +215,7 @@ def _write_report(
     run: EvalRun,
     collection_id: int,
     collection: str,
-    leaves: tuple[list[Any], list[int]],
+    leaves: tuple[dict[int, dict[str, Any]], NDArray[np.int64]],
     reports_dir: Path,
 ) -> Path:
     """Render the run's HTML (with the collection's earlier runs) and its JSON."""
@@ -229,13 +240,13 @@ def _write_report(
         first = err["mentions"][0]
         lineage[first] = (  # cypher-shell / Neo4j Browser parameters, then the query
             f":param collection => {json.dumps(collection)};\n"
-            f":param id => {nodes[first]};\n:param as_of => {run.as_of_seq};\n"
+            f":param id => {int(nodes[first])};\n:param as_of => {run.as_of_seq};\n"
             + canned_query("ancestors")
         )
     coll = session.get(Collection, collection_id)
     config = dict(coll.config) if coll is not None else {}
     model = config.get("pair_model") if config.get("scoring") == "pair_model" else None
-    details = _error_details(run.metrics, known, config) if model is not None else {}
+    details = _error_details(run.metrics, known, config, len(nodes)) if model is not None else {}
     page = render_report(
         history[-1], history, excerpts=excerpts, lineage=lineage, model=model, details=details
     )
@@ -248,7 +259,10 @@ def _write_report(
 
 
 def _error_details(
-    metrics: Mapping[str, Any], known: list[Any], config: Mapping[str, Any]
+    metrics: Mapping[str, Any],
+    known: Mapping[int, dict[str, Any]],
+    config: Mapping[str, Any],
+    population: int,
 ) -> dict[int, dict[str, Any]]:
     """Per worst error: up to four of its records by normalised field, led by the pair
     that shows the error (a false merge: two records of different gold entities; a
@@ -264,9 +278,9 @@ def _error_details(
             batch = types.normalise([known[i]["payload"] or {} for i in members])
             table = FieldTable(types.names)
             table.add(batch.rows)
-            a, b = _telling_pair(kind, members, known, model, table, len(known))
+            a, b = _telling_pair(kind, members, known, model, table, population)
             shown = [a, b, *[k for k in range(len(members)) if k not in (a, b)][:2]]
-            reasons = model.explain(table, a, b, len(known))
+            reasons = model.explain(table, a, b, population)
             out[err["mentions"][0]] = {
                 "fields": list(types.names),
                 "records": [
@@ -282,7 +296,7 @@ def _error_details(
 def _telling_pair(
     kind: str,
     members: list[int],
-    known: list[Any],
+    known: Mapping[int, dict[str, Any]],
     model: Any,
     table: FieldTable,
     population: int,

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -15,7 +16,7 @@ from er.cluster import Hierarchy
 from er.evaluation import cut_at_score
 from er.exceptions import ERError
 from er.pipeline.config import DEFAULT_CUT
-from er.stores.graph import GraphStore
+from er.stores.graph import GraphStore, Structure
 from er.stores.sql import (
     Mention,
     find_collection,
@@ -57,26 +58,25 @@ def entity_map(
         cut = float(config.get("cut_threshold", DEFAULT_CUT))
         hierarchy, ids = _hierarchy_from_store(graph.structure(collection, as_of=as_of))
         label = cut_at_score(hierarchy, cut)
-        entity_of = {ids[i]: ids[label[i]] for i in range(hierarchy.n_points)}
+        entity_of = dict(zip(ids[: hierarchy.n_points].tolist(), ids[label].tolist(), strict=True))
     return entity_of
 
 
-def _hierarchy_from_store(structure: Any) -> tuple[Hierarchy, list[int]]:
-    """The stored structure as a Hierarchy (leaves first); also each row's node id."""
-    nodes = sorted(structure.nodes, key=lambda n: (not n["leaf"], n["id"]))
-    index = {n["id"]: k for k, n in enumerate(nodes)}
-    leaves = [n["id"] for n in nodes if n["leaf"]]
-    ids = [int(n["id"]) for n in nodes]
-    edges = [(index[c], index[p]) for c, p in structure.edges.tolist() if c in index and p in index]
-    score = [np.nan if n["score"] is None else float(n["score"]) for n in nodes]
-    lo = [int(n["level_lo"] or 0) for n in nodes]
-    hi = [int(n["level_hi"] or 0) for n in nodes]
-    # the conversions Hierarchy.__post_init__ makes of lists, written out for the types
+def _hierarchy_from_store(structure: Structure) -> tuple[Hierarchy, NDArray[np.int64]]:
+    """The stored structure as a Hierarchy (leaves first, each part by id); also each
+    row's node id, shape (n_nodes,). Edges to nodes not alive then are left out."""
+    order = np.lexsort((structure.ids, ~structure.leaf))
+    ids = structure.ids[order]
+    rows = np.full(len(ids), -1, np.int64)
+    rows[order] = np.arange(len(ids))  # structure.ids is ascending: row of each node there
+    e = structure.edges
+    at = np.minimum(np.searchsorted(structure.ids, e), max(len(ids) - 1, 0))
+    alive = (structure.ids[at] == e).all(axis=1) if len(ids) else np.zeros(len(e), bool)
     hierarchy = Hierarchy(
-        len(leaves),
-        np.array(edges, np.int64),
-        np.asarray(score, np.float64),
-        np.asarray(lo, np.int32),
-        np.asarray(hi, np.int32),
+        int(structure.leaf.sum()),
+        rows[at[alive]].reshape(-1, 2),
+        structure.score[order],
+        structure.level_lo[order].astype(np.int32),
+        structure.level_hi[order].astype(np.int32),
     )
     return hierarchy, ids

@@ -320,8 +320,14 @@ def histories(draw: st.DrawFn) -> list[ClusteringDelta]:
     level=st.sampled_from([1, 2]),
 )
 def test_as_of_reads_match_a_replay_oracle(
-    store: GraphStore, history: list[ClusteringDelta], replay: bool, threshold: float, level: int
+    store: GraphStore,
+    history: list[ClusteringDelta],
+    replay: bool,
+    threshold: float,
+    level: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr("er.stores.graph._base.WINDOW", 5)  # whole reads span windows
     name = f"h-{uuid.uuid4().hex[:8]}"
     oracle = HistoryOracle()
     try:
@@ -531,8 +537,12 @@ def test_entity_rows_naming_unknown_mentions_write_nothing(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(history=_partition_histories())
-def test_stored_entity_ids_replay_every_batch(falkordb_server: Any, history: Any) -> None:
-    """Ledger steps written through the store read back as of every batch, events included."""
+def test_stored_entity_ids_replay_every_batch(
+    falkordb_server: Any, history: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ledger steps written through the store read back as of every batch, events
+    included; the memberships read in windows of 3 node ids."""
+    monkeypatch.setattr("er.stores.graph._base.WINDOW", 3)
     from er.entities import EntityLedger
     from er.stores.graph import FalkorDBStore
 

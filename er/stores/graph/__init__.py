@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from er.stores.graph._base import GraphStore, Structure
+from er.stores.graph._base import GraphStore, Memberships, Structure
 from er.stores.graph._connect import open_graph_store
 
 if TYPE_CHECKING:
@@ -16,6 +16,7 @@ __all__ = [
     "EmbeddedFalkorDB",
     "FalkorDBStore",
     "GraphStore",
+    "Memberships",
     "Neo4jStore",
     "Structure",
     "open_graph_store",

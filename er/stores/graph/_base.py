@@ -11,7 +11,6 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, final
 
 import numpy as np
@@ -21,27 +20,11 @@ from er.delta import ClusteringDelta
 from er.entities import EntityStep
 from er.exceptions import ConfigError, StoreError
 from er.stores.graph import _cypher as cy
+from er.stores.graph._structure import WINDOW, Memberships, Structure, edge_array, node_columns
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GraphStore", "Structure"]
-
-
-@dataclass(frozen=True)
-class Structure:
-    """A collection's hierarchy as of one batch.
-
-    Attributes
-    ----------
-    nodes : list of dict
-        One per node: ``id``, ``leaf``, ``size``, ``score``, ``level_lo``, ``level_hi``,
-        the attributes as of the same batch.
-    edges : ndarray of int64, shape (e, 2)
-        ``(child, parent)`` rows sorted by child, then parent.
-    """
-
-    nodes: list[dict[str, Any]]
-    edges: NDArray[np.int64]
+__all__ = ["GraphStore", "Memberships", "Structure"]
 
 
 def _node_rows(
@@ -370,10 +353,25 @@ class GraphStore(ABC):
     @final
     def entity_memberships(self, collection: str, as_of: int | None = None) -> dict[int, int]:
         """Stable entity id of every mention node as of batch ``as_of`` (None: now)."""
+        return self.memberships(collection, as_of).as_dict()
+
+    @final
+    def memberships(self, collection: str, as_of: int | None = None) -> Memberships:
+        """:meth:`entity_memberships` as two columns, read window by window."""
         params = {"collection": collection, "as_of": _check_as_of(as_of)}
+        query = cy.windowed("entity_memberships", "m")
         with self._operation("entity_memberships"):
-            rows = self._read(cy.canned_query("entity_memberships"), params)
-        return {int(r["mention"]): int(r["entity"]) for r in rows}
+            pages = [
+                edge_array(self._read(query, {**params, "lo": lo, "hi": hi}), "mention", "entity")
+                for lo, hi in self._windows(collection)
+            ]
+        both = np.concatenate([np.zeros((0, 2), np.int64), *pages])
+        return Memberships(both[:, 0].copy(), both[:, 1].copy())
+
+    def _windows(self, collection: str) -> list[tuple[int, int]]:
+        """``[lo, hi)`` id windows covering every node of a collection (:data:`WINDOW`)."""
+        top = self._read(cy.top_id_cypher(), {"collection": collection})[0]["top"]
+        return [] if top is None else [(lo, lo + WINDOW) for lo in range(0, int(top) + 1, WINDOW)]
 
     @final
     def mention_history(self, collection: str, external_id: str) -> list[dict[str, Any]]:
@@ -438,13 +436,17 @@ class GraphStore(ABC):
     @final
     def structure(self, collection: str, as_of: int | None = None) -> Structure:
         """All nodes (with their attributes then) and parent edges of a collection as of
-        batch ``as_of`` (None: now)."""
+        batch ``as_of`` (None: now), read window by window into columns."""
         params = {"collection": collection, "as_of": _check_as_of(as_of)}
+        node_query = cy.windowed("structure_nodes", "n")
+        edge_query = cy.windowed("structure_edges", "c")
+        nodes, edges = [], []
         with self._operation("structure"):
-            nodes = self._read(cy.canned_query("structure_nodes"), params)
-            rows = self._read(cy.canned_query("structure_edges"), params)
-        edges = np.array([[r["child"], r["parent"]] for r in rows], dtype=np.int64).reshape(-1, 2)
-        return Structure(nodes=nodes, edges=edges)
+            for lo, hi in self._windows(collection):
+                window = {**params, "lo": lo, "hi": hi}
+                nodes.append(node_columns(self._read(node_query, window)))
+                edges.append(edge_array(self._read(edge_query, window), "child", "parent"))
+        return Structure.from_windows(nodes, edges)
 
     @final
     def stats(self, collection: str) -> dict[str, int]:

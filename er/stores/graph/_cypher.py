@@ -259,6 +259,20 @@ def canned_query(name: str) -> str:
     return (SCHEMA_DIR / "queries" / f"{name}.cypher").read_text()
 
 
+def windowed(name: str, var: str) -> str:
+    """A canned query limited to nodes ``var`` with ``$lo <= var.id < $hi``: the same
+    text, so reading a collection window by window reads what the query reads."""
+    text = canned_query(name)
+    where = "\nWHERE "
+    if text.count(where) != 1:
+        raise ValueError(f"{name}.cypher needs exactly one line starting with WHERE")
+    return text.replace(where, f"{where}{var}.id >= $lo AND {var}.id < $hi AND ")
+
+
+def top_id_cypher() -> str:
+    return "MATCH (n:Node {collection: $collection}) RETURN max(n.id) AS top"
+
+
 def schema_statements(engine: str) -> list[str]:
     """DDL statements of ``schema/<engine>/V*.cypher`` in version order."""
     statements: list[str] = []

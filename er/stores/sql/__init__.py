@@ -17,9 +17,9 @@ from er.stores.sql._batches import (
 from er.stores.sql._evals import (
     eval_runs,
     find_collection,
+    gold_labels,
     last_done_seq,
-    mention_payloads,
-    mentions_by_node,
+    mentions_of_nodes,
 )
 from er.stores.sql._mentions import (
     count_mentions,
@@ -45,11 +45,11 @@ __all__ = [
     "find_collection",
     "finish_batch",
     "get_or_create_collection",
+    "gold_labels",
     "last_done_seq",
     "lock_collection",
     "make_engine",
-    "mention_payloads",
-    "mentions_by_node",
+    "mentions_of_nodes",
     "open_batch",
     "pending_batches",
     "recent_batches",

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -16,9 +18,9 @@ from er.stores.sql._models import Batch, Collection, EvalRun, Mention
 __all__ = [
     "eval_runs",
     "find_collection",
+    "gold_labels",
     "last_done_seq",
-    "mention_payloads",
-    "mentions_by_node",
+    "mentions_of_nodes",
 ]
 
 
@@ -35,39 +37,54 @@ def last_done_seq(session: Session, collection_id: int) -> int | None:
     return session.scalar(query)
 
 
-def mentions_by_node(session: Session, collection_id: int) -> dict[int, dict[str, Any]]:
-    """Leaf node id -> {external_id, gold_entity, payload} of every clustered mention.
+def gold_labels(session: Session, collection_id: int) -> tuple[NDArray[np.int64], list[str | None]]:
+    """The gold label of every clustered mention, by node.
 
-    The payloads are left None: scoring needs only the labels (at a million mentions
-    the payloads were most of ``er eval``'s memory); :func:`mention_payloads` reads
+    Returns
+    -------
+    nodes : ndarray of int64, shape (m,)
+        Mention node ids, ascending.
+    gold : list of str or None, length m
+        The gold entity of each (None: unlabelled).
+
+    Only these two columns are read: at a million mentions the payloads, and a map
+    per mention, were most of ``er eval``'s memory; :func:`mentions_of_nodes` reads
     the few a report shows.
     """
-    # (node_id, external_id, gold_entity); node_id is never NULL here
-    rows: Iterable[tuple[int, str, str | None]] = session.execute(
-        select(Mention.node_id, Mention.external_id, Mention.gold_entity).where(
+    rows: Iterable[tuple[int, str | None]] = session.execute(
+        select(Mention.node_id, Mention.gold_entity).where(
             Mention.collection_id == collection_id, Mention.node_id.is_not(None)
         )
     )
-    return {
-        int(node): {"external_id": ext, "gold_entity": gold, "payload": None}
-        for node, ext, gold in rows
-    }
+    nodes: list[int] = []
+    gold: list[str | None] = []
+    for node, label in rows:
+        nodes.append(node)
+        gold.append(label)
+    order = np.argsort(np.asarray(nodes, np.int64), kind="stable")
+    return np.asarray(nodes, np.int64)[order], [gold[i] for i in order.tolist()]
 
 
-def mention_payloads(
-    session: Session, collection_id: int, external_ids: Iterable[str]
-) -> dict[str, Any]:
-    """external_id -> payload of the given mentions (the few a report shows)."""
-    wanted = sorted(set(external_ids))
-    out: dict[str, Any] = {}
+def mentions_of_nodes(
+    session: Session, collection_id: int, nodes: Iterable[int]
+) -> dict[int, dict[str, Any]]:
+    """Node id -> {external_id, gold_entity, payload} of the given mentions (the few a
+    report shows)."""
+    wanted = sorted({int(v) for v in nodes})
+    out: dict[int, dict[str, Any]] = {}
     for start in range(0, len(wanted), 500):  # bound the IN list's parameters
-        found: Iterable[tuple[str, Any]] = session.execute(
-            select(Mention.external_id, Mention.payload).where(
+        found: Iterable[tuple[int, str, str | None, Any]] = session.execute(
+            select(
+                Mention.node_id, Mention.external_id, Mention.gold_entity, Mention.payload
+            ).where(
                 Mention.collection_id == collection_id,
-                Mention.external_id.in_(wanted[start : start + 500]),
+                Mention.node_id.in_(wanted[start : start + 500]),
             )
         )
-        out.update((ext, payload) for ext, payload in found)
+        out.update(
+            (int(node), {"external_id": ext, "gold_entity": gold, "payload": payload})
+            for node, ext, gold, payload in found
+        )
     return out
 
 
