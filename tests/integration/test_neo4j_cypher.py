@@ -142,6 +142,7 @@ RECIPES: dict[str, Callable[[GraphStore], object]] = {
     "stats": lambda s: s.stats("people"),
     "entity_of_mention": lambda s: s.entity_of_mention("people", "rec-2", as_of=1),
     "entity_memberships": lambda s: s.entity_memberships("people"),
+    "memberships": lambda s: s.memberships("people", as_of=2),
     "mention_history": lambda s: s.mention_history("people", "rec-2"),
     "near_between": lambda s: s.near_between("people", [0, 1], [2], as_of=2, limit=3),
     "delete_collection": lambda s: s.delete_collection("people"),
