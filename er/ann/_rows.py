@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from er._arrays import grown
 from er.ann._index import rank
-from er.cluster._graph import grown
 
 __all__ = ["Int8Rows"]
 

@@ -35,7 +35,8 @@ from numpy.typing import NDArray
 from scipy import sparse
 from scipy.sparse import csgraph
 
-from er.cluster._graph import grown, knn_lists_graph
+from er._arrays import grown
+from er.cluster._graph import knn_lists_graph
 from er.cluster._hierarchy import Hierarchy
 from er.cluster._mbscc_ids import _Members, match_ids
 from er.cluster._snapshot import _Snapshot

@@ -19,7 +19,6 @@ __all__ = [
     "as_graph",
     "candidate_columns",
     "check_neighbors",
-    "grown",
     "knn_graph",
     "normalize_rows",
     "pair_similarities",
@@ -507,11 +506,3 @@ def symmetric_max(G: sparse.csr_array) -> sparse.csr_array:
     sym.data += G.data.min(initial=0) - 1.0
     sym.sort_indices()
     return sparse.csr_array(sym, dtype=np.float32)
-
-
-def grown(a: NDArray[Any], rows: int, fill: Any = 0) -> NDArray[Any]:
-    """A copy of ``a`` (shape (m, ...)) with room for ``rows`` >= m rows, the new ones
-    ``fill``: the doubling room of the append-only arrays."""
-    out = np.full((rows, *a.shape[1:]), fill, a.dtype)
-    out[: a.shape[0]] = a
-    return out

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from er._arrays import find_sorted
 from er.cluster._graph import row_entries
 from er.cluster._hierarchy import Hierarchy
-from er.cluster._snapshot import _find_sorted, _in_sorted
+from er.cluster._snapshot import _in_sorted
 
 __all__ = ["match_ids"]
 
@@ -268,5 +269,5 @@ def _lookup(
     keys: NDArray[np.int64], values: NDArray[np.int64], at: NDArray[np.int64]
 ) -> NDArray[np.int64]:
     """values[i] where keys[i] == at (keys sorted), else -1; shape of ``at``."""
-    pos = _find_sorted(keys, at)
+    pos = find_sorted(keys, at)
     return pos if keys.size == 0 else np.where(pos >= 0, values[np.maximum(pos, 0)], -1)

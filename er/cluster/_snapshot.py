@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from er._arrays import find_sorted
 from er.cluster._hierarchy import Hierarchy
 from er.delta import ClusteringDelta
 
@@ -110,12 +111,4 @@ def _edge_keys(edges: NDArray[np.int64], base: int) -> NDArray[Any]:
 
 def _in_sorted(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.bool_]:
     """(len(a),) whether each value of a is in b, b sorted (``np.isin`` sorts both)."""
-    return _find_sorted(b, a) >= 0
-
-
-def _find_sorted(keys: NDArray[np.int64], at: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Position of each value of ``at`` in the sorted ``keys``, -1 where absent."""
-    if keys.size == 0:
-        return np.full(at.shape, -1, np.int64)
-    pos = np.minimum(np.searchsorted(keys, at), keys.size - 1)
-    return np.where(keys[pos] == at, pos, -1)
+    return find_sorted(b, a) >= 0

@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy.orm import Session
 
+from er._arrays import find_sorted
 from er.evaluation import bcubed, coreference_report, cut_at_score, pairwise_prf
 from er.exceptions import ERError
 from er.match import FieldTable
@@ -134,10 +135,9 @@ def _gold_of_leaves(
     collection: str, leaf_nodes: NDArray[np.int64], labelled: NDArray[np.int64], labels: list[Any]
 ) -> NDArray[np.str_]:
     """(n_points,) the gold label of each leaf; every leaf must have one."""
-    at = np.minimum(np.searchsorted(labelled, leaf_nodes), len(labelled) - 1)
-    found = labelled[at] == leaf_nodes
+    at = find_sorted(labelled, leaf_nodes)
     unlabelled = np.fromiter((g is None for g in labels), bool, len(labels))[at]
-    missing = int((~found | unlabelled).sum())
+    missing = int(((at < 0) | unlabelled).sum())
     if missing:
         raise ERError(
             f"collection {collection!r}: {missing} clustered mention(s) have no gold "

@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from er._arrays import find_sorted
 from er.cluster import Hierarchy
 from er.evaluation import cut_at_score
 from er.exceptions import ERError
@@ -69,12 +70,10 @@ def _hierarchy_from_store(structure: Structure) -> tuple[Hierarchy, NDArray[np.i
     ids = structure.ids[order]
     rows = np.full(len(ids), -1, np.int64)
     rows[order] = np.arange(len(ids))  # structure.ids is ascending: row of each node there
-    e = structure.edges
-    at = np.minimum(np.searchsorted(structure.ids, e), max(len(ids) - 1, 0))
-    alive = (structure.ids[at] == e).all(axis=1) if len(ids) else np.zeros(len(e), bool)
+    at = find_sorted(structure.ids, structure.edges)  # (e, 2); -1: not alive then
     hierarchy = Hierarchy(
         int(structure.leaf.sum()),
-        rows[at[alive]].reshape(-1, 2),
+        rows[at[(at >= 0).all(axis=1)]].reshape(-1, 2),
         structure.score[order],
         structure.level_lo[order].astype(np.int32),
         structure.level_hi[order].astype(np.int32),

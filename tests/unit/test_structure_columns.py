@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from er.stores.graph import _cypher as cy
-from er.stores.graph._structure import Memberships, Structure, edge_array, node_columns
+from er.stores.graph._structure import Memberships, Structure, id_pairs, node_columns
 
 
 @given(
@@ -39,11 +39,11 @@ def test_windows_joined_read_as_one(rows: list[tuple], width: int) -> None:
         for i, (f, z, s, lo) in enumerate(rows)
     ]
     edges = [{"child": i, "parent": i + 1} for i in range(len(rows) - 1)]
-    one = Structure.from_windows([node_columns(maps)], [edge_array(edges, "child", "parent")])
+    one = Structure.from_windows([node_columns(maps)], [id_pairs(edges, "child", "parent")])
     cut = range(0, len(rows), width)
     many = Structure.from_windows(
         [node_columns(maps[lo : lo + width]) for lo in cut],
-        [edge_array(edges[lo : lo + width], "child", "parent") for lo in cut],
+        [id_pairs(edges[lo : lo + width], "child", "parent") for lo in cut],
     )
     assert many.nodes == one.nodes == maps
     assert many.edges.tolist() == one.edges.tolist() == [[e["child"], e["parent"]] for e in edges]

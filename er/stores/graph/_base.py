@@ -20,7 +20,7 @@ from er.delta import ClusteringDelta
 from er.entities import EntityStep
 from er.exceptions import ConfigError, StoreError
 from er.stores.graph import _cypher as cy
-from er.stores.graph._structure import WINDOW, Memberships, Structure, edge_array, node_columns
+from er.stores.graph._structure import WINDOW, Memberships, Structure, id_pairs, node_columns
 
 logger = logging.getLogger(__name__)
 
@@ -362,7 +362,7 @@ class GraphStore(ABC):
         query = cy.windowed("entity_memberships", "m")
         with self._operation("entity_memberships"):
             pages = [
-                edge_array(self._read(query, {**params, "lo": lo, "hi": hi}), "mention", "entity")
+                id_pairs(self._read(query, {**params, "lo": lo, "hi": hi}), "mention", "entity")
                 for lo, hi in self._windows(collection)
             ]
         both = np.concatenate([np.zeros((0, 2), np.int64), *pages])
@@ -445,7 +445,7 @@ class GraphStore(ABC):
             for lo, hi in self._windows(collection):
                 window = {**params, "lo": lo, "hi": hi}
                 nodes.append(node_columns(self._read(node_query, window)))
-                edges.append(edge_array(self._read(edge_query, window), "child", "parent"))
+                edges.append(id_pairs(self._read(edge_query, window), "child", "parent"))
         return Structure.from_windows(nodes, edges)
 
     @final

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from er._arrays import find_sorted
+
 __all__ = ["WINDOW", "Memberships", "Structure"]
 
 # Node ids per read: bounds one reply (the driver's rows and ours) to this many nodes.
@@ -70,7 +72,7 @@ class Structure:
     def from_windows(
         cls, nodes: Sequence[dict[str, NDArray[Any]]], edges: Sequence[NDArray[np.int64]]
     ) -> Structure:
-        """Join the windows' columns (:func:`node_columns`, :func:`edge_array`), read in
+        """Join the windows' columns (:func:`node_columns`, :func:`id_pairs`), read in
         ascending id order."""
         cols: dict[str, NDArray[Any]] = {
             k: np.concatenate([np.zeros(0, dt), *(w[k] for w in nodes)])
@@ -96,13 +98,8 @@ class Memberships:
 
     def of(self, nodes: NDArray[np.int64]) -> NDArray[np.int64]:
         """(k,) the entity of each of ``nodes``; -1 for a node with none."""
-        nodes = np.asarray(nodes, np.int64)
-        out = np.full(len(nodes), -1, np.int64)
-        if len(self.mentions):
-            at = np.minimum(np.searchsorted(self.mentions, nodes), len(self.mentions) - 1)
-            hit = self.mentions[at] == nodes
-            out[hit] = self.entities[at[hit]]
-        return out
+        at = find_sorted(self.mentions, nodes)
+        return np.where(at >= 0, self.entities[at], -1) if len(self.mentions) else at
 
     def as_dict(self) -> dict[int, int]:
         """Mention node id -> entity id."""
@@ -135,7 +132,7 @@ def node_columns(rows: list[dict[str, Any]]) -> dict[str, NDArray[Any]]:
     return out
 
 
-def edge_array(rows: list[dict[str, Any]], child: str, parent: str) -> NDArray[np.int64]:
-    """(e, 2) one window's ``(child, parent)`` rows."""
-    flat = np.fromiter((v for r in rows for v in (r[child], r[parent])), np.int64, 2 * len(rows))
+def id_pairs(rows: list[dict[str, Any]], left: str, right: str) -> NDArray[np.int64]:
+    """(e, 2) one window's rows as ``(left, right)`` id pairs (edges, memberships)."""
+    flat = np.fromiter((v for r in rows for v in (r[left], r[right])), np.int64, 2 * len(rows))
     return flat.reshape(-1, 2)

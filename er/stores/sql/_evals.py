@@ -52,17 +52,16 @@ def gold_labels(session: Session, collection_id: int) -> tuple[NDArray[np.int64]
     the few a report shows.
     """
     rows: Iterable[tuple[int, str | None]] = session.execute(
-        select(Mention.node_id, Mention.gold_entity).where(
-            Mention.collection_id == collection_id, Mention.node_id.is_not(None)
-        )
+        select(Mention.node_id, Mention.gold_entity)
+        .where(Mention.collection_id == collection_id, Mention.node_id.is_not(None))
+        .order_by(Mention.node_id)  # the (collection_id, node_id) index gives this order
     )
     nodes: list[int] = []
     gold: list[str | None] = []
     for node, label in rows:
         nodes.append(node)
         gold.append(label)
-    order = np.argsort(np.asarray(nodes, np.int64), kind="stable")
-    return np.asarray(nodes, np.int64)[order], [gold[i] for i in order.tolist()]
+    return np.asarray(nodes, np.int64), gold
 
 
 def mentions_of_nodes(
