@@ -62,7 +62,8 @@ def cmd_model(args: argparse.Namespace) -> int:
             f"{names[i]} {w:+.1f}" for i, w in enumerate(fw.level_weights()) if i > 0
         )
         tf = f"; {len(fw.tf):,} frequent values adjusted" if fw.tf else ""
-        out(f"  {fw.name} ({fw.kind}): {levels}{tf}\n")
+        side = ", one-sided" if fw.one_sided else ""
+        out(f"  {fw.name} ({fw.kind}{side}): {levels}{tf}\n")
     if model.dependence:
         worst = min(model.dependence.values())
         out(

@@ -14,6 +14,16 @@ One more term, usually 0, corrects for fields that non-matches agree on together
 (a household's surname, address and phone): the bits of the pair's agreement
 pattern (er.match._dependence). The match probability is 2^W / (1 + 2^W).
 
+Fields of a context type (free text, numbers: :data:`CONTEXT_KINDS`) beside at least
+one identity field (a name, a date, an id...) are one-sided: they weigh at least 0 at
+every level. They describe a record's circumstances, not the entity: one firm files
+patents from many sites, with many teams, in many classes, so two of its records
+disagreeing on co-authors or coordinates is no evidence that they are two firms, while
+agreeing on them is evidence that they are one. Two-sided, such fields outweighed the
+name and EM's "match" class became the same patent team (PATSTAT; bench/HISTORY.md).
+A collection of context fields alone (Leipzig's affiliation strings) has nothing else
+to tell entities apart, and keeps them two-sided.
+
 A model is frozen once trained and stored with the collection as JSON; the same
 pairs always get the same scores.
 """
@@ -31,9 +41,31 @@ from er.match._compare import LADDERS, compare_field
 from er.match._dependence import dependence_bits
 from er.match._table import FieldTable
 
-__all__ = ["FieldWeights", "PairModel"]
+__all__ = ["CONTEXT_KINDS", "FieldWeights", "PairModel", "level_bits", "one_sided_fields"]
 
 MAX_TF_BONUS = 10.0  # bits a rare value may add over the field's average exact weight
+CONTEXT_KINDS = frozenset({"text", "number"})  # one-sided evidence (module docstring)
+
+
+def one_sided_fields(kinds: Sequence[str]) -> list[bool]:
+    """Which fields are one-sided: the context fields, when an identity field is beside
+    them (module docstring)."""
+    identity = any(k not in CONTEXT_KINDS for k in kinds)
+    return [identity and k in CONTEXT_KINDS for k in kinds]
+
+
+def level_bits(
+    m: Sequence[float] | NDArray[np.float64],
+    u: Sequence[float] | NDArray[np.float64],
+    one_sided: bool = False,
+) -> NDArray[np.float64]:
+    """(n_levels,) a field's weight per level, log2(m / u): 0 for missing, and at least
+    0 at every level of a one-sided field."""
+    w = np.log2(np.asarray(m, np.float64) / np.asarray(u, np.float64))
+    w[0] = 0.0
+    if one_sided:
+        np.maximum(w, 0.0, out=w)
+    return np.asarray(w, np.float64)
 
 
 @dataclass(frozen=True)
@@ -51,6 +83,9 @@ class FieldWeights:
     tf_floor : float or None
         Frequency of any other value (one over the non-missing training values);
         None: no term-frequency adjustment for this field.
+    one_sided : bool
+        A context field beside identity fields: no level weighs below 0 (module
+        docstring).
     """
 
     name: str
@@ -59,12 +94,11 @@ class FieldWeights:
     u: tuple[float, ...]
     tf: Mapping[str, float] = field(default_factory=dict)
     tf_floor: float | None = None
+    one_sided: bool = False
 
     def level_weights(self) -> NDArray[np.float64]:
-        """(n_levels,) log2(m / u) per level; 0 for missing."""
-        w = np.log2(np.asarray(self.m, np.float64) / np.asarray(self.u, np.float64))
-        w[0] = 0.0
-        return np.asarray(w, np.float64)
+        """(n_levels,) log2(m / u) per level (:func:`level_bits`)."""
+        return level_bits(self.m, self.u, self.one_sided)
 
     def tf_bonus(self, values: Sequence[str]) -> NDArray[np.float64]:
         """(len(values),) bits added at the exact level for each value:
@@ -144,6 +178,8 @@ class PairModel:
                 values, at = np.unique(codes[left[exact], f], return_inverse=True)
                 bonus = fw.tf_bonus([table.vocab[f][c] for c in values])
                 out[exact, f] += bonus[at.ravel()]
+                if fw.one_sided:  # a common value weighs 0, not less
+                    out[exact, f] = np.maximum(out[exact, f], 0.0)
         return out, levels
 
     def prior_at(self, population: int | None = None) -> float:
@@ -231,6 +267,7 @@ class PairModel:
                     "u": list(f.u),
                     "tf": dict(sorted(f.tf.items())),
                     "tf_floor": f.tf_floor,
+                    "one_sided": f.one_sided,
                 }
                 for f in self.fields
             ],
@@ -247,6 +284,8 @@ class PairModel:
                 u=tuple(f["u"]),
                 tf=dict(f["tf"]),
                 tf_floor=f["tf_floor"],
+                # models stored before one-sided fields weigh every field both ways
+                one_sided=bool(f.get("one_sided", False)),
             )
             for f in doc["fields"]
         )

@@ -110,10 +110,12 @@ def _weights_plot(model: Mapping[str, Any]) -> str:
     """The pair model's weight (bits) of every comparison level, one group per field."""
     import numpy as np
 
+    from er.match import level_bits
+
     fig, ax = _figure()
     fields = model["fields"]
     for i, f in enumerate(fields):
-        w = np.log2(np.asarray(f["m"][1:]) / np.asarray(f["u"][1:]))
+        w = level_bits(f["m"], f["u"], bool(f.get("one_sided", False)))[1:]
         xs = i + np.linspace(-0.3, 0.3, w.size)
         ax.bar(xs, w, width=0.6 / max(w.size, 1), color=_level_colours(w.size))
     ax.axhline(0, color="k", linewidth=0.6)
