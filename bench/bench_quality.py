@@ -20,6 +20,9 @@ Both peers get cleaned records (lower case, no punctuation, dates read to ISO wi
 threshold is chosen on the tuning seed of the same generator and level; sets without
 seeds (FEBRL, PATSTAT, Leipzig) use 2-fold cross-fitting by entity: the threshold
 best on one half of the entities scores the other half, and the two are averaged.
+er is scored on the same halves, the same way (its ``full_*`` figures score every
+record at once: a half hides the false merges across the halves, which lifts a
+system's precision; TF-IDF + HAC on Leipzig, 0.69 -> 0.84).
 
     python -m bench quality --sets people-hard-10k febrl3 patstat --systems er splink tfidf-hac
 """
@@ -283,22 +286,42 @@ def peer_figures(
         tune_records, tune_gold, _ = load(name + "@tuning")
         t = _best(make(clean(tune_records), meta["family"]), tune_gold)
         return {**score(gold, cut(t)), "threshold": t, "seconds": seconds}
-    fold = np.array([zlib.crc32(g.encode()) % 2 for g in gold])  # 2-fold by entity
+    fold = folds(gold)
     out: dict[str, Any] = {}
     for k in (0, 1):
         t = _best(cut, gold, np.flatnonzero(fold == k))
-        half = score(gold, cut(t), np.flatnonzero(fold != k))
-        for key, v in half.items():
-            out[key] = out.get(key, 0.0) + v / 2
+        _add_half(out, score(gold, cut(t), np.flatnonzero(fold != k)))
         out[f"threshold_{k}"] = t
     return {**out, "seconds": seconds}
 
 
+def folds(gold: list[str]) -> np.ndarray:
+    """(n,) 0 or 1: the 2-fold split by entity of the sets without a tuning seed."""
+    return np.array([zlib.crc32(g.encode()) % 2 for g in gold])
+
+
+def _add_half(out: dict[str, Any], half: dict[str, float]) -> None:
+    for key, v in half.items():
+        out[key] = out.get(key, 0.0) + v / 2
+
+
 def er_figures(name: str) -> dict[str, Any]:
-    records, gold, _ = load(name)
+    """er's figures, scored as the peers are: on a set without a tuning seed, the mean
+    of the two folds' scores (each fold's records alone, so a false merge across the
+    folds counts in neither, as for the peers); ``full_*`` score every record at once,
+    what a user gets."""
+    records, gold, meta = load(name)
     started = time.perf_counter()
     pred, extra = run_er(records)
-    return {**score(gold, pred), **extra, "seconds": time.perf_counter() - started}
+    seconds = time.perf_counter() - started
+    if meta["family"] == "people":
+        return {**score(gold, pred), **extra, "seconds": seconds}
+    out: dict[str, Any] = {}
+    fold = folds(gold)
+    for k in (0, 1):
+        _add_half(out, score(gold, pred, np.flatnonzero(fold != k)))
+    full = {f"full_{key}": v for key, v in score(gold, pred).items()}
+    return {**out, **full, **extra, "seconds": seconds}
 
 
 SYSTEMS: dict[str, Callable[[str], dict[str, Any]]] = {

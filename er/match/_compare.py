@@ -124,10 +124,12 @@ def compare_field(
     if todo.size == 0 or not ladder.rungs:
         return level
     # distinct code pairs only: common values repeat across many candidate pairs
-    pairs, inverse = np.unique(np.stack([a[todo], b[todo]], axis=1), axis=0, return_inverse=True)
-    left = [vocab[i] for i in pairs[:, 0]]
-    right = [vocab[i] for i in pairs[:, 1]]
-    reached = np.ones(len(pairs), np.int8)
+    # (one int64 key per pair: np.unique over rows sorts a structured view, 4x slower)
+    width = np.int64(len(vocab))
+    keys, inverse = np.unique(a[todo] * width + b[todo], return_inverse=True)
+    left = [vocab[i] for i in (keys // width).tolist()]
+    right = [vocab[i] for i in (keys % width).tolist()]
+    reached = np.ones(keys.size, np.int8)
     for rung, (measure, threshold) in enumerate(ladder.rungs, start=2):
         reached[_MEASURES[measure](left, right, threshold)] = rung
     level[todo] = reached[inverse.ravel()]

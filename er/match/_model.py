@@ -15,14 +15,15 @@ One more term, usually 0, corrects for fields that non-matches agree on together
 pattern (er.match._dependence). The match probability is 2^W / (1 + 2^W).
 
 Fields of a context type (free text, numbers: :data:`CONTEXT_KINDS`) beside at least
-one identity field (a name, a date, an id...) are one-sided: they weigh at least 0 at
-every level. They describe a record's circumstances, not the entity: one firm files
-patents from many sites, with many teams, in many classes, so two of its records
-disagreeing on co-authors or coordinates is no evidence that they are two firms, while
-agreeing on them is evidence that they are one. Two-sided, such fields outweighed the
-name and EM's "match" class became the same patent team (PATSTAT; bench/HISTORY.md).
-A collection of context fields alone (Leipzig's affiliation strings) has nothing else
-to tell entities apart, and keeps them two-sided.
+one identity field (a name, a date, an id, an e-mail, a phone) are one-sided: they
+weigh at least 0 at every level. They describe a record's circumstances, not the
+entity: one firm files patents from many sites, with many teams, in many classes, so
+two of its records disagreeing on co-authors or coordinates is no evidence that they
+are two firms, while agreeing on them is evidence that they are one. Two-sided, such
+fields outweighed the name and EM's "match" class became the same patent team
+(PATSTAT; bench/HISTORY.md). A collection of context fields alone (Leipzig's
+affiliation strings), or beside places and categories only, has nothing else to tell
+entities apart, and keeps them two-sided.
 
 A model is frozen once trained and stored with the collection as JSON; the same
 pairs always get the same scores.
@@ -45,12 +46,15 @@ __all__ = ["CONTEXT_KINDS", "FieldWeights", "PairModel", "level_bits", "one_side
 
 MAX_TF_BONUS = 10.0  # bits a rare value may add over the field's average exact weight
 CONTEXT_KINDS = frozenset({"text", "number"})  # one-sided evidence (module docstring)
+# what names an entity on its own; a place, a postcode or a category beside a text field
+# (a product title and its country) leaves the text the identity, two-sided
+IDENTITY_KINDS = frozenset({"person_name", "org_name", "date", "identifier", "email", "phone"})
 
 
 def one_sided_fields(kinds: Sequence[str]) -> list[bool]:
-    """Which fields are one-sided: the context fields, when an identity field is beside
-    them (module docstring)."""
-    identity = any(k not in CONTEXT_KINDS for k in kinds)
+    """Which fields are one-sided: the context fields, when an identity field
+    (:data:`IDENTITY_KINDS`) is beside them (module docstring)."""
+    identity = any(k in IDENTITY_KINDS for k in kinds)
     return [identity and k in CONTEXT_KINDS for k in kinds]
 
 
@@ -177,9 +181,9 @@ class PairModel:
             if exact.size and fw.tf_floor is not None:  # each distinct value looked up once
                 values, at = np.unique(codes[left[exact], f], return_inverse=True)
                 bonus = fw.tf_bonus([table.vocab[f][c] for c in values])
-                out[exact, f] += bonus[at.ravel()]
-                if fw.one_sided:  # a common value weighs 0, not less
-                    out[exact, f] = np.maximum(out[exact, f], 0.0)
+                # log2(m / tf(v)), one-sided after the value's frequency is in
+                w = level_bits(fw.m, fw.u)[-1] + bonus[at.ravel()]
+                out[exact, f] = np.maximum(w, 0.0) if fw.one_sided else w
         return out, levels
 
     def prior_at(self, population: int | None = None) -> float:

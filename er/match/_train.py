@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -73,17 +74,20 @@ DEPENDENCE_ROUNDS = 4
 # for non-matches: its prior came out 0.007 on PATSTAT's first batch for a true 0.082,
 # and the random pairs behind u, one in twelve of them a match there, make an exact
 # name weak evidence. When the transitive closure of the pairs EM calls matches
-# (posterior above CLOSURE_P) implies more matching pairs outside the candidates than
-# EM found inside them, EM is run again with those pairs counted in its prior and the
-# random pairs inside one closure component left out of u and of the pattern counts,
-# up to CLOSURE_ROUNDS times (PATSTAT pairwise F1 0.36 -> 0.88, bench/HISTORY.md). With
-# small entities (people, FEBRL) the closure implies less than EM found, and nothing
-# changes. The closure starts from pairs EM already calls matches: where it calls none,
-# nothing changes either. Both values were chosen on PATSTAT, the one set with such
-# entities: two rounds give 0.089 on its first batch (true 0.082), one 0.047; on all its
-# 2,379 records (`er train`) two rounds overshoot, 0.26 for 0.10, chaining firms.
+# (posterior at least CLOSURE_P) implies more matching pairs outside the candidates
+# than EM found inside them, EM is run again with those pairs counted in its prior and
+# the random pairs inside one closure component left out of u, up to CLOSURE_ROUNDS
+# times (PATSTAT pairwise F1 0.36 -> 0.88, bench/HISTORY.md). With small entities
+# (people, FEBRL) the closure implies less than EM found, and nothing changes; it
+# starts from pairs EM already calls matches, so where EM calls none nothing changes
+# either. On PATSTAT's first batch the closure settles in two rounds (largest
+# component 110, 189, 189; prior 0.089). On all its 2,379 records it chains firms
+# (414, then 1,164 for a largest firm of 676; prior 0.26 for 0.10): a round whose
+# largest component grows more than CHAIN_GROWTH times is not kept (prior 0.059).
+# Chosen on PATSTAT, the one set with entities this large.
 CLOSURE_P = 0.5
-CLOSURE_ROUNDS = 2
+CLOSURE_ROUNDS = 3
+CHAIN_GROWTH = 2.0
 
 
 def random_pairs(n: int, count: int, seed: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -161,11 +165,12 @@ def train_pair_model(
         method = "gold"
     else:
         blank_m = [np.asarray(p.m) for p in protos]
-        m, u, prior, dependence = _fit_unsupervised(
+        fit = _fit_unsupervised(
             cand_levels, candidates, blank_m, rand_levels, (rl, rr), n, sides, blocks
         )
+        m, u, prior, dependence = fit.m, fit.u, fit.prior, fit.dependence
         method = "em"
-        if not _plausible(m, u, prior, total):
+        if not _plausible(m, u, prior, total, sides):
             fallback = _clip_prior(FALLBACK_DUPLICATES / max(n - 1, 1))
             m, prior, method, dependence = blank_m, fallback, "prior", {}
     fields = tuple(
@@ -186,6 +191,18 @@ def train_pair_model(
     )
 
 
+@dataclass
+class _Fit:
+    """One unsupervised fit: m, u, the prior, the dependence correction, and each
+    candidate's match posterior."""
+
+    m: list[NDArray[np.float64]]
+    u: list[NDArray[np.float64]]
+    prior: float
+    dependence: dict[int, float]
+    post: NDArray[np.float64]
+
+
 def _fit_unsupervised(
     cand_levels: NDArray[np.int8],
     candidates: tuple[NDArray[np.int64], NDArray[np.int64]],
@@ -195,10 +212,13 @@ def _fit_unsupervised(
     n: int,
     one_sided: Sequence[bool],
     blocks: list[list[int]],
-) -> tuple[list[NDArray[np.float64]], list[NDArray[np.float64]], float, dict[int, float]]:
+) -> _Fit:
     """m, u, the prior and the dependence correction without labels (module docstring):
-    EM alternating with the dependence correction, then again while the closure of
-    EM's matches implies more matches outside the candidates than inside (CLOSURE_P).
+    EM alternating with the dependence correction; then, while the closure of EM's
+    matches implies more matches outside the candidates than inside, EM again with
+    them (CLOSURE_P). A closure round is kept only if its fit is plausible and its
+    largest component did not grow more than CHAIN_GROWTH times (else the previous
+    fit stands), so the first fit, with u from every random pair, is the fallback.
 
     Parameters
     ----------
@@ -215,40 +235,70 @@ def _fit_unsupervised(
     """
     rl, rr = rand
     n_levels = [mf.size for mf in blank_m]
-    u = [_frequencies(rand_levels[:, f], k) for f, k in enumerate(n_levels)]
     patterns = _pattern_counts(rand_levels, rand, cand_levels, candidates, n)
-    total = max(n * (n - 1) // 2, 1)
-    dependence: dict[int, float] = {}
-    m, prior, beyond = blank_m, 0.5, 0.0
-    for closure in range(CLOSURE_ROUNDS + 1):
-        for round_ in range(DEPENDENCE_ROUNDS):
-            offset = dependence_bits(dependence, cand_levels)
-            m, prior, post = _fit_em(
-                cand_levels,
-                blank_m,
-                u,
-                total,
-                one_sided=one_sided,
-                offset=offset,
-                start=m,
-                beyond=beyond,
-            )
-            # the first count judges patterns by the starting m: EM's first fit has
-            # taken the households for matches (their names and dates "disagree" in
-            # a third of its matches), and would explain them away
-            judge = blank_m if round_ == 0 and closure == 0 else m
-            dependence = fit_dependence(patterns, cand_levels, post, judge, u, prior, blocks)
-        if closure == CLOSURE_ROUNDS:
+    u = [_frequencies(rand_levels[:, f], k) for f, k in enumerate(n_levels)]
+    fit = _em_rounds(cand_levels, blank_m, u, n, one_sided, (patterns, None), blocks, None, 0.0)
+    largest = None
+    for _ in range(CLOSURE_ROUNDS):
+        labels, beyond = _closure(n, candidates, fit.post)
+        if beyond <= fit.post.sum():  # small entities: the candidates hold their matches
             break
-        labels, beyond = _closure(n, candidates, post)
-        if beyond <= post.sum():  # small entities: the candidates hold their matches
+        size = int(np.bincount(labels).max())
+        if largest is not None and size > CHAIN_GROWTH * largest:
             break
         keep = labels[rl] != labels[rr]
         u = [_frequencies(rand_levels[keep, f], k) for f, k in enumerate(n_levels)]
-        patterns = _pattern_counts(
-            rand_levels[keep], (rl[keep], rr[keep]), cand_levels, candidates, n
+        # the correction counts the pairs across components, whose matches are the
+        # candidates across them (those inside are the closure's)
+        across = labels[candidates[0]] != labels[candidates[1]]
+        net = _pattern_counts(rand_levels, rand, cand_levels, candidates, n, labels)
+        again = _em_rounds(
+            cand_levels, blank_m, u, n, one_sided, (net, across), blocks, fit, beyond
         )
-    return m, u, prior, dependence
+        if not _plausible(again.m, again.u, again.prior, max(n * (n - 1) // 2, 1), one_sided):
+            break
+        fit, largest = again, size
+    return fit
+
+
+def _em_rounds(
+    cand_levels: NDArray[np.int8],
+    blank_m: list[NDArray[np.float64]],
+    u: list[NDArray[np.float64]],
+    n: int,
+    one_sided: Sequence[bool],
+    counted: tuple[PatternCounts, NDArray[np.bool_] | None],
+    blocks: list[list[int]],
+    start: _Fit | None,
+    beyond: float,
+) -> _Fit:
+    """EM and the dependence correction in turn, DEPENDENCE_ROUNDS times, from ``start``
+    (None: the starting m and no correction). ``counted``: the pattern counts, and
+    which candidates they hold (None: every one)."""
+    patterns, held = counted
+    total = max(n * (n - 1) // 2, 1)
+    m = blank_m if start is None else start.m
+    dependence = {} if start is None else start.dependence
+    prior, post = 0.5, np.zeros(cand_levels.shape[0])
+    for round_ in range(DEPENDENCE_ROUNDS):
+        offset = dependence_bits(dependence, cand_levels)
+        m, prior, post = _fit_em(
+            cand_levels,
+            blank_m,
+            u,
+            total,
+            one_sided=one_sided,
+            offset=offset,
+            start=m,
+            beyond=beyond,
+        )
+        # the first count judges patterns by the starting m: EM's first fit has
+        # taken the households for matches (their names and dates "disagree" in
+        # a third of its matches), and would explain them away
+        judge = blank_m if round_ == 0 and start is None else m
+        among = prior if held is None else _clip_prior(post[held].sum() / max(patterns.n_pairs, 1))
+        dependence = fit_dependence(patterns, cand_levels, post, judge, u, among, blocks)
+    return _Fit(m, u, prior, dependence, post)
 
 
 def _closure(
@@ -280,11 +330,13 @@ def _pattern_counts(
     cand_levels: NDArray[np.int8],
     cand: tuple[NDArray[np.int64], NDArray[np.int64]],
     n: int,
+    labels: NDArray[np.int64] | None = None,
 ) -> PatternCounts:
     """The agreement patterns of all n(n-1)/2 pairs of the sample, for the dependence
     correction: counted over all of them when the random pairs are all of them, else
     stratified (every candidate pair once, the random pairs that are not candidates
-    each standing for its share of the other pairs).
+    each standing for its share of the other pairs). With closure ``labels`` (_closure),
+    the pairs across two components only.
 
     A household's pairs are nearly all among the candidates (they agree on several
     fields the candidate vectors are made of), and random pairs find them at a rate
@@ -292,9 +344,16 @@ def _pattern_counts(
     household pattern's thousands, too few to tell it from chance.
     """
     total = n * (n - 1) // 2
-    if rand_levels.shape[0] >= total or cand_levels.shape[0] == 0:
-        return count_patterns(rand_levels)
+    everything = rand_levels.shape[0] >= total
     (rl, rr), (cl, cr) = rand, cand
+    if labels is not None:  # pairs inside one component left out
+        sizes = np.bincount(labels)
+        total -= int((sizes * (sizes - 1) // 2).sum())
+        across, cand_across = labels[rl] != labels[rr], labels[cl] != labels[cr]
+        rand_levels, rl, rr = rand_levels[across], rl[across], rr[across]
+        cand_levels, cl, cr = cand_levels[cand_across], cl[cand_across], cr[cand_across]
+    if everything or cand_levels.shape[0] == 0:
+        return count_patterns(rand_levels)
     others = rand_levels[~np.isin(rl * n + rr, np.minimum(cl, cr) * n + np.maximum(cl, cr))]
     n_cand = cand_levels.shape[0]
     weight = (total - n_cand) / max(others.shape[0], 1)
@@ -322,13 +381,19 @@ def _blank(name: str, kind: str) -> FieldWeights:
 
 
 def _plausible(
-    m: list[NDArray[np.float64]], u: list[NDArray[np.float64]], prior: float, total: int
+    m: list[NDArray[np.float64]],
+    u: list[NDArray[np.float64]],
+    prior: float,
+    total: int,
+    one_sided: Sequence[bool],
 ) -> bool:
     """A fit whose "match" class is one: in most fields exact agreement is evidence for
     it (its weight above the far level's), it expects at least one matching pair in
     the sample, and not half of all pairs."""
     better = [
-        np.log2(mf[-1] / uf[-1]) > np.log2(mf[1] / uf[1]) for mf, uf in zip(m, u, strict=True)
+        w[-1] > w[1]
+        for mf, uf, side in zip(m, u, one_sided, strict=True)
+        for w in [level_bits(mf, uf, side)]
     ]
     return prior * total >= 1.0 and prior < 0.5 and sum(better) > len(better) / 2
 

@@ -255,3 +255,77 @@ def test_large_entities_beyond_the_candidates_are_counted_in_the_prior(
     assert alone.prior < truth / 3
     exact = [closed.fields[0].level_weights()[-1], alone.fields[0].level_weights()[-1]]
     assert exact[0] > exact[1] + 1.0
+
+
+def test_a_one_sided_exact_weight_takes_the_value_frequency_before_the_floor() -> None:
+    """log2(m / tf(v)) at the exact level, then at least 0: a value every other record
+    shares weighs 0, a rare one its full weight."""
+    t = FieldTable(["name", "classes"])
+    t.add([["acme", "a61n"], ["acme", "a61n"], ["acme", "g06f"], ["acme", "g06f"]])
+    name = FieldWeights("name", "org_name", m=(1, 0.1, 0.1, 0.1, 0.7), u=(1, 0.9, 0.05, 0.04, 0.01))
+    classes = FieldWeights(
+        "classes",
+        "text",
+        m=(1, 0.5, 0.1, 0.1, 0.3),
+        u=(1, 0.9, 0.05, 0.04, 0.01),
+        tf={"a61n": 0.5},
+        tf_floor=0.02,
+        one_sided=True,
+    )
+    model = PairModel(fields=(name, classes), prior=0.01)
+    w, _ = model.weights(t, np.array([0, 2]), np.array([1, 3]))
+    assert w[:, 1] == pytest.approx([0.0, math.log2(0.3 / 0.02)])  # log2(0.3 / 0.5) < 0
+
+
+def test_training_marks_context_fields_one_sided_only_beside_an_identity_field() -> None:
+    t, _, cand = _firms(5)
+    for kinds, want in (
+        (KINDS, [False, False, False]),
+        (["org_name", "text", "number"], [False, True, True]),
+        (["text", "place", "category"], [False, False, False]),
+    ):
+        model = train_pair_model(t, kinds, cand)
+        assert [f.one_sided for f in model.fields] == want
+
+
+def test_em_weighs_a_context_field_one_sided_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A firm's records come from its teams of about ten inventors each: two-sided, EM
+    takes the team for the entity (a differing co-author list as evidence against a
+    match) and finds a fraction of the matches; one-sided, it finds the prior that
+    generated them (the gold labels')."""
+    t0, gold, cand = _firms(5)
+    rng = np.random.default_rng(3)
+    t = FieldTable(["name", "city", "postcode", "coauthors"])
+    values = [t0.values(i) for i in range(len(t0))]
+    teams = [f"team {g} {rng.integers(0, 1 + gold.count(g) // 10)}" for g in gold]
+    t.add([[v["name"], v["city"], v["postcode"], c] for v, c in zip(values, teams, strict=True)])
+    kinds = [*KINDS, "text"]
+    sizes = np.unique(gold, return_counts=True)[1].astype(float)
+    n = len(gold)
+    truth = (sizes * (sizes - 1) / 2).sum() / (n * (n - 1) / 2)
+    one_sided = train_pair_model(t, kinds, cand)
+    assert one_sided.fields[-1].one_sided
+    assert truth / 1.5 < one_sided.prior < truth * 1.5
+    monkeypatch.setattr("er.match._train.one_sided_fields", lambda kinds: [False] * len(kinds))
+    two_sided = train_pair_model(t, kinds, cand)
+    assert two_sided.prior < truth / 3
+
+
+def test_a_closure_whose_fit_is_implausible_leaves_the_first_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A closure that calls every pair a match (one component) drives the prior to
+    one half, an implausible fit: it is not kept, and u stays the one counted over
+    every random pair, as if there had been no closure."""
+    t, _, cand = _firms(5)
+    monkeypatch.setattr("er.match._train.CLOSURE_ROUNDS", 0)
+    plain = train_pair_model(t, KINDS, cand)
+    monkeypatch.setattr("er.match._train.CLOSURE_ROUNDS", 3)
+    n = len(t)
+
+    def everything(n_: int, candidates: object, post: np.ndarray) -> tuple[np.ndarray, float]:
+        return np.zeros(n_, np.int64), float(n * (n - 1) // 2)
+
+    monkeypatch.setattr("er.match._train._closure", everything)
+    again = train_pair_model(t, KINDS, cand)
+    assert again == plain
