@@ -9,19 +9,17 @@ Depends on numpy, rapidfuzz, jellyfish and nicknames; no store, no clustering co
 """
 
 from er.match._compare import LADDERS, Ladder, compare_field
-from er.match._model import CONTEXT_KINDS, FieldWeights, PairModel, level_bits
+from er.match._model import FieldWeights, PairModel
 from er.match._table import FieldTable
 from er.match._train import random_pairs, train_pair_model
 
 __all__ = [
-    "CONTEXT_KINDS",
     "LADDERS",
     "FieldTable",
     "FieldWeights",
     "Ladder",
     "PairModel",
     "compare_field",
-    "level_bits",
     "random_pairs",
     "train_pair_model",
 ]

@@ -237,13 +237,13 @@ def _fit_unsupervised(
     n_levels = [mf.size for mf in blank_m]
     patterns = _pattern_counts(rand_levels, rand, cand_levels, candidates, n)
     u = [_frequencies(rand_levels[:, f], k) for f, k in enumerate(n_levels)]
-    fit = _em_rounds(cand_levels, blank_m, u, n, one_sided, (patterns, None), blocks, None, 0.0)
+    total = max(n * (n - 1) // 2, 1)
+    fit = _em_rounds(cand_levels, blank_m, u, total, one_sided, (patterns, None), blocks, None, 0.0)
     largest = None
     for _ in range(CLOSURE_ROUNDS):
-        labels, beyond = _closure(n, candidates, fit.post)
+        labels, size, beyond = _closure(n, candidates, fit.post)
         if beyond <= fit.post.sum():  # small entities: the candidates hold their matches
             break
-        size = int(np.bincount(labels).max())
         if largest is not None and size > CHAIN_GROWTH * largest:
             break
         keep = labels[rl] != labels[rr]
@@ -253,9 +253,9 @@ def _fit_unsupervised(
         across = labels[candidates[0]] != labels[candidates[1]]
         net = _pattern_counts(rand_levels, rand, cand_levels, candidates, n, labels)
         again = _em_rounds(
-            cand_levels, blank_m, u, n, one_sided, (net, across), blocks, fit, beyond
+            cand_levels, blank_m, u, total, one_sided, (net, across), blocks, fit, beyond
         )
-        if not _plausible(again.m, again.u, again.prior, max(n * (n - 1) // 2, 1), one_sided):
+        if not _plausible(again.m, again.u, again.prior, total, one_sided):
             break
         fit, largest = again, size
     return fit
@@ -265,7 +265,7 @@ def _em_rounds(
     cand_levels: NDArray[np.int8],
     blank_m: list[NDArray[np.float64]],
     u: list[NDArray[np.float64]],
-    n: int,
+    total: int,
     one_sided: Sequence[bool],
     counted: tuple[PatternCounts, NDArray[np.bool_] | None],
     blocks: list[list[int]],
@@ -273,10 +273,9 @@ def _em_rounds(
     beyond: float,
 ) -> _Fit:
     """EM and the dependence correction in turn, DEPENDENCE_ROUNDS times, from ``start``
-    (None: the starting m and no correction). ``counted``: the pattern counts, and
-    which candidates they hold (None: every one)."""
+    (None: the starting m and no correction), over ``total`` pairs. ``counted``: the
+    pattern counts, and which candidates they hold (None: every one)."""
     patterns, held = counted
-    total = max(n * (n - 1) // 2, 1)
     m = blank_m if start is None else start.m
     dependence = {} if start is None else start.dependence
     prior, post = 0.5, np.zeros(cand_levels.shape[0])
@@ -303,7 +302,7 @@ def _em_rounds(
 
 def _closure(
     n: int, candidates: tuple[NDArray[np.int64], NDArray[np.int64]], post: NDArray[np.float64]
-) -> tuple[NDArray[np.int64], float]:
+) -> tuple[NDArray[np.int64], int, float]:
     """Entities as EM sees them: the connected components of the candidate pairs whose
     match posterior is at least CLOSURE_P.
 
@@ -311,6 +310,8 @@ def _closure(
     -------
     labels : ndarray of int64, shape (n,)
         Component of each record.
+    largest : int
+        Records in the largest component.
     beyond : float
         Matching pairs the components imply outside the candidates.
     """
@@ -321,7 +322,7 @@ def _closure(
     sizes = np.bincount(labels).astype(np.float64)
     implied = float((sizes * (sizes - 1) / 2).sum())
     inside = float((labels[left] == labels[right]).sum())
-    return labels.astype(np.int64), max(implied - inside, 0.0)
+    return labels.astype(np.int64), int(sizes.max()), max(implied - inside, 0.0)
 
 
 def _pattern_counts(

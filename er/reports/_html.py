@@ -110,17 +110,17 @@ def _weights_plot(model: Mapping[str, Any]) -> str:
     """The pair model's weight (bits) of every comparison level, one group per field."""
     import numpy as np
 
-    from er.match import level_bits
+    from er.match import PairModel
 
     fig, ax = _figure()
-    fields = model["fields"]
+    fields = PairModel.from_json(model).fields
     for i, f in enumerate(fields):
-        w = level_bits(f["m"], f["u"], bool(f.get("one_sided", False)))[1:]
+        w = f.level_weights()[1:]
         xs = i + np.linspace(-0.3, 0.3, w.size)
         ax.bar(xs, w, width=0.6 / max(w.size, 1), color=_level_colours(w.size))
     ax.axhline(0, color="k", linewidth=0.6)
     ax.set_xticks(range(len(fields)))
-    ax.set_xticklabels([f["name"] for f in fields], rotation=45, ha="right", fontsize=7)
+    ax.set_xticklabels([f.name for f in fields], rotation=45, ha="right", fontsize=7)
     ax.set_ylabel("weight, bits (far ... exact)")
     ax.set_title(
         f"pair model v{model['version']} ({model['method']}), prior {model['prior']:.3f}",

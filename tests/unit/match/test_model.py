@@ -323,8 +323,8 @@ def test_a_closure_whose_fit_is_implausible_leaves_the_first_fit(
     monkeypatch.setattr("er.match._train.CLOSURE_ROUNDS", 3)
     n = len(t)
 
-    def everything(n_: int, candidates: object, post: np.ndarray) -> tuple[np.ndarray, float]:
-        return np.zeros(n_, np.int64), float(n * (n - 1) // 2)
+    def everything(n_: int, candidates: object, post: np.ndarray) -> tuple[np.ndarray, int, float]:
+        return np.zeros(n_, np.int64), n_, float(n * (n - 1) // 2)
 
     monkeypatch.setattr("er.match._train._closure", everything)
     again = train_pair_model(t, KINDS, cand)
