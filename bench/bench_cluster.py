@@ -449,43 +449,59 @@ def speed(args: argparse.Namespace) -> None:
         print(json.dumps(row), flush=True)
 
 
-def defaults(args: argparse.Namespace) -> None:
-    """SCC's defaults against its former defaults and average-linkage HAC, per seed.
+# SCC's defaults from issue #13 to issue #30 (centroid linkage, 100 linear levels).
+SCC_PREV = {"linkage": "centroid", "schedule": "linear", "n_levels": 100}
 
-    One process for all rows (the k-NN graph is built once per data set and shared by
-    both SCC settings, so their times are the rounds alone).
+
+def defaults(args: argparse.Namespace) -> None:
+    """SCC's and MBSCC's defaults against their former ones and average-linkage HAC.
+
+    One row per data set and seed, one process: the k-NN graph is built once per set
+    and shared by the SCC settings, so their times are the rounds alone; MBSCC builds
+    its own, in batches of ``--batch``.
     """
-    from er.cluster import SCC
+    from er.cluster import MBSCC, SCC
     from er.cluster._graph import knn_graph, normalize_rows
-    from er.cluster._synthetic import hard_mixture
     from er.evaluation import dendrogram_purity
+    from er.pipeline import PIPELINE_PARAMS
 
     print(_machine())
     sizes, seeds = " ".join(map(str, args.sizes)), " ".join(map(str, args.seeds))
     flag = " --candidates" if args.candidates else ""
-    cmd = f"python bench/bench_cluster.py defaults --sizes {sizes} --seeds {seeds}{flag}"
-    print(f"# command: {cmd}")
-    for n in args.sizes:
-        for seed in args.seeds:
-            X, y = hard_mixture(n, seed=seed)
+    sets = " ".join(args.sets)
+    cmd = f"python bench/bench_cluster.py defaults --sets {sets} --sizes {sizes} --seeds {seeds}"
+    print(f"# command: {cmd} --batch {args.batch}{flag}")
+    cells = [(name, None, 0) for name in args.sets if name != "hard"]
+    if "hard" in args.sets:
+        cells += [("hard", n, seed) for n in args.sizes for seed in args.seeds]
+    for name, n, seed in cells:
+        X, y = load(name, n, seed)
+        X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, np.float32)
+        start = time.perf_counter()
+        W = knn_graph(normalize_rows(X), 10, normalized=True)
+        row: dict[str, Any] = {"data": name, "n": int(X.shape[0]), "seed": seed}
+        row["graph_s"] = round(time.perf_counter() - start, 2)
+        start = time.perf_counter()
+        h = run_hac(X)
+        row["hac_s"] = round(time.perf_counter() - start, 2)
+        row["hac_dp"] = round(dendrogram_purity(h, y), 4)
+        del h
+        settings = {"scc_old": SCC_OLD, "scc_prev": SCC_PREV, "scc_new": {}}
+        if args.candidates:
+            settings |= SCC_CANDIDATES
+        for label, params in settings.items():
             start = time.perf_counter()
-            W = knn_graph(normalize_rows(X), 10, normalized=True)
-            row: dict[str, Any] = {"data": "hard", "n": n, "seed": seed}
-            row["graph_s"] = round(time.perf_counter() - start, 2)
+            h = SCC(k=10, **params).fit(X, graph=W).hierarchy_
+            row[f"{label}_s"] = round(time.perf_counter() - start, 2)
+            row[f"{label}_dp"] = round(dendrogram_purity(h, y), 4)
+        for label, params in {"mbscc_old": PIPELINE_PARAMS["mbscc"], "mbscc_new": {}}.items():
             start = time.perf_counter()
-            h = run_hac(X)
-            row["hac_s"] = round(time.perf_counter() - start, 2)
-            row["hac_dp"] = round(dendrogram_purity(h, y), 4)
-            del h
-            settings = {"scc_old": SCC_OLD, "scc_new": {}}
-            if args.candidates:
-                settings |= SCC_CANDIDATES
-            for name, params in settings.items():
-                start = time.perf_counter()
-                h = SCC(k=10, **params).fit(X, graph=W).hierarchy_
-                row[f"{name}_s"] = round(time.perf_counter() - start, 2)
-                row[f"{name}_dp"] = round(dendrogram_purity(h, y), 4)
-            print(json.dumps(row), flush=True)
+            est = MBSCC(k=10, **params)
+            for s in range(0, X.shape[0], args.batch):
+                est.partial_fit(X[s : s + args.batch])
+            row[f"{label}_s"] = round(time.perf_counter() - start, 2)
+            row[f"{label}_dp"] = round(dendrogram_purity(est.hierarchy_, y), 4)
+        print(json.dumps(row), flush=True)
 
 
 def levels(args: argparse.Namespace) -> None:
@@ -602,6 +618,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=1000)
     p.set_defaults(func=levels)
     p = sub.add_parser("defaults")
+    p.add_argument("--sets", nargs="+", default=["iris", "wine", "digits", "hard"])
+    p.add_argument("--batch", type=int, default=1000, help="MBSCC's mini-batches")
     p.add_argument("--sizes", nargs="+", type=int, default=[5_000, 20_000])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--candidates", action="store_true", help="also every SCC_CANDIDATES setting")

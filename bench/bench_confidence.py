@@ -31,7 +31,7 @@ from er.cluster import MBSCC, entity_confidence
 from er.demo import febrl_records
 from er.evaluation import cut_at_score
 from er.featurize import featurize, infer_config
-from er.pipeline import CONFIDENCE_CONTEXT, CONFIDENCE_LIMIT, DEFAULT_ENTITY_CUT
+from er.pipeline import CONFIDENCE_CONTEXT, CONFIDENCE_LIMIT, DEFAULT_ENTITY_CUT, PIPELINE_PARAMS
 
 
 def resolve(data: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -46,7 +46,7 @@ def resolve(data: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         records = febrl_records(data)
     cfg = infer_config(records[:500], id_field="rec_id", gold_field="entity")
     X = featurize(records, cfg)
-    core = MBSCC()
+    core = MBSCC(**PIPELINE_PARAMS["mbscc"])  # as a collection runs it
     for start in range(0, len(records), 500):
         core.partial_fit(X[start : start + 500])
     pred = cut_at_score(core.hierarchy_, DEFAULT_ENTITY_CUT)

@@ -21,6 +21,7 @@ from people import synthetic_people
 
 from er.cluster import MBSCC
 from er.featurize import Featurizer, infer_config
+from er.pipeline import PIPELINE_PARAMS
 
 
 def main() -> None:
@@ -34,7 +35,7 @@ def main() -> None:
     featurize = Featurizer(
         infer_config(records[: args.batch], id_field="rec_id", gold_field="entity")
     )
-    core = MBSCC()
+    core = MBSCC(**PIPELINE_PARAMS["mbscc"])  # as a collection runs it
     for start in range(0, args.n, args.batch):
         X = featurize(records[start : start + args.batch])
         began = time.perf_counter()

@@ -146,6 +146,18 @@ class Agglomerator:
     def n_clusters(self) -> int:
         return int(self.node.shape[0])
 
+    def use_linkage(self, linkage: str) -> None:
+        """Link clusters by ``linkage`` from the next round on (SCC's
+        ``centroid-average``). The contracted graph holds the summed edge weights
+        under every linkage but ``single`` and ``mean``, so only those two are
+        refused; the kept best neighbours are dropped."""
+        if linkage in ("single", "mean") or self.linkage in ("single", "mean"):
+            raise ValueError(f"cannot switch linkage from {self.linkage!r} to {linkage!r}")
+        if linkage == "centroid" and self.sums is None:
+            raise ValueError("centroid linkage needs the vectors")
+        self.linkage = linkage
+        self._nearest, self._merged = None, None
+
     def link_values(self) -> NDArray[np.float64]:
         """Linkage of every stored edge, aligned with ``W.data``."""
         W = self.W

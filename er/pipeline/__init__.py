@@ -36,6 +36,7 @@ from er.pipeline.config import (
     DEFAULT_ENTITY_CUT,
     DEFAULT_PAIR_CUT,
     PIPELINE_ALGORITHMS,
+    PIPELINE_PARAMS,
     SCORINGS,
     new_collection_config,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "DEFAULT_PAIR_CUT",
     "NEAR_K",
     "PIPELINE_ALGORITHMS",
+    "PIPELINE_PARAMS",
     "SCORINGS",
     "close_stores",
     "cluster_pending",

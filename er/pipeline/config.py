@@ -50,6 +50,16 @@ CANDIDATES = ("keys", "exact")
 KEYED_MIN_FIELDS = 3
 
 
+# A collection's core runs with these under its stored params, whatever the class's
+# defaults: MBSCC's changed to SCC's first phase for clustering (issue #30), but
+# every stored collection was built with these (the cosine entity cut 0.45 was chosen
+# with them on FEBRL3, the pair model's floor and quality figures measured with them),
+# and a stored config holds only the params it was given, so a replay must not move.
+PIPELINE_PARAMS: dict[str, dict[str, Any]] = {
+    "mbscc": {"linkage": "average", "schedule": "geometric", "n_levels": 30},
+}
+
+
 def _make_core(algorithm: str, params: dict[str, Any]) -> Any:
     """A fresh incremental core; one clear line for a bad name or parameter."""
     from er.cluster import Grinch, Llama
@@ -63,7 +73,7 @@ def _make_core(algorithm: str, params: dict[str, Any]) -> Any:
         raise ConfigError(f"collection config: params must be an object. Got {params!r}.")
     cls = {"mbscc": MBSCC, "grinch": Grinch, "llama": Llama}[algorithm]
     try:
-        core = cls(**params)
+        core = cls(**{**PIPELINE_PARAMS.get(algorithm, {}), **params})
     except TypeError as exc:
         raise ConfigError(f"collection config: {algorithm} params: {exc}") from None
     validate_params(core)

@@ -103,7 +103,9 @@ ESTIMATORS = {
     "grinch-size-capped": lambda: Grinch(graft_from="ancestors", size_cap=4, restructure=False),
     "mbscc-paper": lambda: MBSCC(k=3, n_levels=8),
     "mbscc-exact": lambda: MBSCC(k=3, n_levels=8, marking="exact"),
-    "mbscc-components": lambda: MBSCC(k=3, n_levels=8, tau_min=0.3, marking="components"),
+    "mbscc-components": lambda: MBSCC(
+        k=3, n_levels=8, tau_min=0.3, linkage="average", marking="components"
+    ),
     "mbscc-components-mean": lambda: MBSCC(
         k=3, n_levels=8, tau_min=0.1, linkage="mean", marking="components"
     ),

@@ -37,7 +37,11 @@ def test_ids_are_unique_never_reused_and_kept_by_unchanged_clusters(
 ) -> None:
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(n_blobs, 5))
-    m = MBSCC(k=4, tau_min=0.2, marking="components") if components else MBSCC(k=4)
+    m = (
+        MBSCC(k=4, tau_min=0.2, linkage="average", marking="components")
+        if components
+        else MBSCC(k=4)
+    )
     retired: set[int] = set()
     before: dict[int, frozenset[int]] = {}
     for size in batches:

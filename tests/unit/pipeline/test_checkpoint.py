@@ -19,6 +19,7 @@ from er._checkpoint import RowLog, attach, commit_temp, detached, dump_atomic, s
 from er.ann import batch_neighbors, make_index
 from er.cluster import MBSCC, normalize_rows
 from er.exceptions import ERError
+from er.pipeline import PIPELINE_PARAMS
 from er.pipeline.state import _load_state, _prepare_state, _State
 
 
@@ -115,7 +116,7 @@ def test_the_pipeline_state_saved_and_loaded_steps_like_one_never_saved(tmp_path
     """Save/load between batches changes nothing: same hierarchy, delta, ids, neighbours."""
     path = tmp_path / "checkpoint.pkl"
     config = {"algorithm": "mbscc", "params": {}}
-    kept = _State(seq=0, core=MBSCC())
+    kept = _State(seq=0, core=MBSCC(**PIPELINE_PARAMS["mbscc"]))  # as _load_state makes it
     reloaded = _load_state(path, config)
     for X in _batches(4, 60, 256):
         _step(kept, X)
