@@ -8,6 +8,13 @@ stable-entity ledger, applies the delta to the graph stamped with the batch seq,
 checkpoints the state (:mod:`er.pipeline.state`) and marks the batch done with
 timings per stage.
 
+Pending batches are stepped together, up to ``er.pipeline.lane.GROUP_MAX_MENTIONS``
+mentions per step (a backlog step, issue #30): the per-step costs (the core's rounds, the graph write, the
+checkpoint) are paid once for the group. Which batches went together is recorded in
+their rows before the step (``Batch.group_end``), so a replay groups them the same
+way; a batch arriving alone is still resolved alone, and the collection's first batch,
+which trains the pair model, always is.
+
 Crash safety comes from the order of the cluster steps: the graph write is
 idempotent and stamped, the checkpoint records the last applied seq (it is prepared
 before the graph write starts, and made current only once that write succeeded), the
@@ -21,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +49,7 @@ from er.exceptions import ERError
 from er.featurize import NormalisedBatch
 from er.match import FieldTable, PairModel
 from er.pipeline.config import DEFAULT_CUT, _featurizer, field_types, stored_model
-from er.pipeline.lane import _Lane, _timed
+from er.pipeline.lane import _Lane, _Queued, _timed, plan_groups
 from er.pipeline.state import (
     INDEX_BACKEND,
     NEAR_K,
@@ -116,14 +123,12 @@ def cluster_pending(
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="er-graph-write") as pool:
             lane = _Lane(path, config, _take_state(path, config), on_batch, pool)
             with Session(engine) as session:
-                after = batches_after(session, coll_id, lane.state.seq)
-                todo = [(b.id, b.seq, b.status) for b in after]
+                queued = [_Queued.of(b) for b in batches_after(session, coll_id, lane.state.seq)]
             taken = 0
-            for batch_id, seq, status in todo:
+            for group in plan_groups(queued, first_alone=lane.state.n_points == 0):
                 if taken and deadline is not None and time.monotonic() > deadline:
                     break
-                job = _BatchJob(engine, graph, collection, coll_id, config, batch_id, seq)
-                job.replay = status == "done"
+                job = _BatchJob.of(engine, graph, collection, coll_id, config, group)
                 lane.take(job)
                 taken += not job.replay
             lane.settle()
@@ -135,9 +140,11 @@ def cluster_pending(
 
 @dataclass
 class _BatchJob:
-    """One batch's steps: :meth:`begin` (its rows), :meth:`search` (featurize, index),
-    :meth:`cluster` (core, entities; returns its graph write) and :meth:`finish` (SQL
-    "done"); :class:`_Lane` orders them and the writes across batches."""
+    """One step's batches (one, or a backlog group): :meth:`begin` (their rows),
+    :meth:`search` (featurize, index), :meth:`cluster` (core, entities; returns the
+    graph write) and :meth:`finish` (SQL "done"); :class:`_Lane` orders them and the
+    writes across steps. ``batch_id`` and ``seq`` are the group's last batch's: the
+    graph write, the entity step and the checkpoint are stamped with it."""
 
     engine: Engine
     graph: GraphStore
@@ -151,37 +158,89 @@ class _BatchJob:
     model: PairModel | None = None  # the pair model that scored the batch
     model_changed: bool = False  # ... when it is not the one the state had
     replay: bool = False  # done since the checkpoint: stepped into the state alone
+    # every batch of the step as (id, seq), the last one (batch_id, seq); empty: alone
+    members: tuple[tuple[int, int], ...] = ()
+    sizes: list[int] | None = None  # each member's mentions, once read
+
+    @classmethod
+    def of(
+        cls,
+        engine: Engine,
+        graph: GraphStore,
+        collection: str,
+        coll_id: int,
+        config: Mapping[str, Any],
+        group: Sequence[_Queued],
+    ) -> _BatchJob:
+        """The step of ``group`` (from :func:`plan_groups`)."""
+        last = group[-1]
+        job = cls(engine, graph, collection, coll_id, config, last.id, last.seq)
+        job.members = tuple((b.id, b.seq) for b in group)
+        job.replay = all(b.status == "done" for b in group)
+        return job
+
+    @property
+    def batches(self) -> tuple[tuple[int, int], ...]:
+        """``(batch id, seq)`` of every batch of the step, in sequence order."""
+        return self.members or ((self.batch_id, self.seq),)
 
     def begin(self, state: _State) -> tuple[list[tuple[str, Any]], bool]:
-        """The batch's ``(external id, payload)`` rows, and whether ``state`` lacks it
-        (else a crash came after its checkpoint, before "done"); marks it running."""
+        """The step's ``(external id, payload)`` rows, batch after batch, and whether
+        ``state`` lacks them (else a crash came after its checkpoint, before "done");
+        marks the batches running and records their group before any of it is
+        written."""
         fresh = self.seq > state.seq
         with Session(self.engine) as session, session.begin():
-            rows = batch_mentions(session, self.coll_id, self.seq)
+            parts = [batch_mentions(session, self.coll_id, seq) for _, seq in self.batches]
             if fresh and not self.replay:
+                ids = [batch_id for batch_id, _ in self.batches]
                 session.execute(
-                    update(Batch).where(Batch.id == self.batch_id).values(status="running")
+                    update(Batch)
+                    .where(Batch.id.in_(ids))
+                    .values(status="running", group_end=self.seq)
                 )
-        return rows, fresh
+        self.sizes = [len(part) for part in parts]
+        return [row for part in parts for row in part], fresh
 
     def finish(
         self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]
-    ) -> dict[str, Any]:
-        """Give the mentions their nodes and mark the batch done (the last step)."""
+    ) -> list[dict[str, Any]]:
+        """Give the mentions their nodes and mark the step's batches done together
+        (the last step). Each batch stores the step's timings over its batch count
+        (a batch's share of the work); the notes go to the last batch.
+
+        Returns
+        -------
+        list of dict
+            Per batch: ``batch_seq``, ``n_points``, ``timings``.
+        """
         nodes = self.nodes
-        if nodes is None:  # not stepped here: the checkpoint holds the batch
-            first, stop = state.ranges.get(self.seq, (0, 0))
+        if nodes is None:  # not stepped here: the checkpoint holds the step
+            first = state.ranges.get(self.batches[0][1], (0, 0))[0]
+            stop = state.ranges.get(self.seq, (0, 0))[1]
             nodes = _point_nodes(state.core, stop)[first:stop].tolist()
         exts = [ext for ext, _ in rows]
+        sizes = self.sizes if self.sizes is not None else [len(rows)]
+        reports = []
         with Session(self.engine) as session, session.begin():
             # before finish_batch stores the timings: the UPDATE and commit are not in it
             with _timed(timings, "sql_s"):
                 set_mention_nodes(session, self.coll_id, dict(zip(exts, nodes, strict=True)))
             if self.model is not None:
                 _store_model(session, self.coll_id, self.model)
-            finish_batch(session, self.batch_id, "done", timings, None, self.notes)
-        logger.info("batch %d of %s: %d points, %s", self.seq, self.collection, len(nodes), timings)
-        return {"batch_seq": self.seq, "n_points": len(nodes), "timings": timings}
+            share = {key: round(value / len(sizes), 6) for key, value in timings.items()}
+            for (batch_id, seq), size in zip(self.batches, sizes, strict=True):
+                notes = self.notes if seq == self.seq else None
+                finish_batch(session, batch_id, "done", share, None, notes)
+                reports.append({"batch_seq": seq, "n_points": size, "timings": share})
+        logger.info(
+            "batches %s of %s: %d points, %s",
+            [seq for _, seq in self.batches],
+            self.collection,
+            len(nodes),
+            timings,
+        )
+        return reports
 
     def search(
         self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]
@@ -237,7 +296,9 @@ class _BatchJob:
         external = dict(zip(nodes.tolist(), (ext for ext, _ in rows), strict=True))
         delta = state.core.delta_
         state.seq, state.n_points = self.seq, stop
-        state.ranges[self.seq] = (first, stop)
+        ends = first + np.cumsum(self.sizes if self.sizes is not None else [len(rows)])
+        for (_, seq), start, end in zip(self.batches, np.r_[first, ends[:-1]], ends, strict=True):
+            state.ranges[seq] = (int(start), int(end))
 
         def write() -> None:
             self.graph.apply_delta(

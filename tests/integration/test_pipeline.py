@@ -73,10 +73,14 @@ def _ingest(settings: Any, collection: str, records: list[Any], batch: int, clus
 
 
 def _twins(settings: Any, febrl: list[dict[str, str]]) -> tuple[str, str]:
-    """Two collections of the same 600 records in 3 batches: one resolved as the
-    reference, the other with its batches pending."""
+    """Two collections of the same 600 records in 3 batches, all pending: one resolved
+    in one run as the reference (a backlog: batch 1 alone, as the first; 2 and 3 in one
+    step), the other left pending."""
+    from er.pipeline import run_cluster
+
     reference, name = _name(), _name()
-    _ingest(settings, reference, febrl[:600], batch=200)
+    _ingest(settings, reference, febrl[:600], batch=200, cluster=False)
+    run_cluster(settings, reference)
     _ingest(settings, name, febrl[:600], batch=200, cluster=False)
     return reference, name
 
@@ -257,7 +261,7 @@ def test_a_redelivered_or_concurrent_cluster_applies_each_batch_once(settings_en
 
 
 def test_a_backlog_taken_a_budget_at_a_time_equals_one_run(settings_env, febrl) -> None:
-    """``budget_s=0`` takes one batch per run (the worker's task then queues the next)."""
+    """``budget_s=0`` takes one step per run (the worker's task then queues the next)."""
     from er.pipeline import has_pending, run_cluster
 
     settings = _settings(settings_env)
@@ -265,7 +269,7 @@ def test_a_backlog_taken_a_budget_at_a_time_equals_one_run(settings_env, febrl) 
     taken = []
     while has_pending(settings, name) and len(taken) < 5:
         taken.append([r["batch_seq"] for r in run_cluster(settings, name, budget_s=0)])
-    assert taken == [[1], [2], [3]]
+    assert taken == [[1], [2, 3]]
     assert _snapshot(settings, name) == _snapshot(settings, reference)
 
 
@@ -327,9 +331,10 @@ def test_every_batch_stores_the_time_of_each_stage_and_none_twice(settings_env, 
 def test_a_write_that_fails_for_good_fails_its_batch_and_the_next_steps_again(
     settings_env, febrl, tmp_path
 ) -> None:
-    """Batch 2's graph write is refused while batch 3 is already stepped beside it: 2 is
-    marked failed and 3 is stepped again from batch 1's checkpoint. Oracle: the same
-    refusal when every batch is clustered in a run of its own (nothing in flight)."""
+    """Batch 1's graph write is refused while batches 2 and 3 (one backlog step) are
+    already stepped beside it: 1 is marked failed and 2-3 are stepped again from an
+    empty state, still together. Oracle: a run of the same backlog with the same
+    refusal (its reference twin)."""
     from er.exceptions import StoreError
     from er.pipeline import run_cluster
     from er.pipeline.stores import _stores
@@ -338,20 +343,20 @@ def test_a_write_that_fails_for_good_fails_its_batch_and_the_next_steps_again(
     _, store = _stores(settings)
     original = store._write
 
-    def refuse_batch_2(parts: Any, params: dict[str, Any]) -> None:
-        if params.get("seq") == 2:
-            raise StoreError("the graph refused batch 2 (injected)")
+    def refuse_batch_1(parts: Any, params: dict[str, Any]) -> None:
+        if params.get("seq") == 1:
+            raise StoreError("the graph refused batch 1 (injected)")
         original(parts, params)
 
-    store._write = refuse_batch_2  # type: ignore[method-assign]
+    store._write = refuse_batch_1  # type: ignore[method-assign]
     try:
         reference, name = _twins(settings, febrl)
         reports = run_cluster(settings, name)  # all three pending batches in one run
     finally:
         del store._write
-    assert [(r["batch_seq"], "error" in r) for r in reports] == [(1, False), (2, True), (3, False)]
+    assert [(r["batch_seq"], "error" in r) for r in reports] == [(1, True), (2, False), (3, False)]
     ours, theirs = _snapshot(settings, name), _snapshot(settings, reference)
-    assert ours["batches"][1][1] == "failed"
+    assert ours["batches"][0][1] == "failed"
     assert ours == theirs
 
 
@@ -361,12 +366,13 @@ CRASH = textwrap.dedent(
     import er.pipeline as p
     import er.pipeline.state as state
     from er.config import Settings
+    import er.pipeline.lane as lane
     where = sys.argv[2]
-    dies_at = 2
+    dies_at = 3  # the write of the step of batches 2 and 3, stamped 3
     if where == "spaced":  # checkpoints after batch 1 only: batch 2 is replayed
-        import er.pipeline.lane as lane
         lane.CHECKPOINT_WORK = 1e9
-        where, dies_at = "graph", 3
+        lane.GROUP_MAX_MENTIONS = 200  # every batch alone
+        where = "graph"
     if where == "graph":
         from er.stores.graph._falkordb import FalkorDBStore
         original = FalkorDBStore._write
@@ -380,7 +386,7 @@ CRASH = textwrap.dedent(
     elif where == "rows":
         original = state.save_rows
         def save_rows(path, log, X, saved):
-            if saved > 0:  # batch 2, its first row log: half the new rows, then death
+            if saved > 0:  # batches 2-3, their first row log: half the new rows, then death
                 original(path, log, X[: (saved + X.shape[0]) // 2], saved)
                 os.kill(os.getpid(), signal.SIGKILL)
             return original(path, log, X, saved)
@@ -388,7 +394,7 @@ CRASH = textwrap.dedent(
     else:
         original = pickle.dump
         def dump(obj, f, protocol=None):
-            if getattr(obj, "seq", 0) == 2:
+            if getattr(obj, "seq", 0) == 3:
                 f.write(pickle.dumps(obj)[:1000])  # a torn temp file, then death
                 f.flush()
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -402,11 +408,17 @@ CRASH = textwrap.dedent(
 @pytest.mark.slow
 @pytest.mark.parametrize("where", ["graph", "rows", "checkpoint", "spaced"])
 def test_kill_9_mid_batch_then_restart_equals_a_run_without_crash(
-    settings_env, febrl, tmp_path, where
+    settings_env, febrl, tmp_path, where, monkeypatch
 ) -> None:
-    """``spaced``: the worker checkpointed batch 1 alone (CHECKPOINT_WORK) and dies in
-    batch 3's graph write; the restart replays batch 2 into the state from batch 1's
-    checkpoint, then resolves batch 3 as the run without a crash did."""
+    """The worker dies in the step of batches 2 and 3 (its graph write, its row logs,
+    its checkpoint); the restart steps them again, together as recorded. ``spaced``:
+    every batch alone; the worker checkpointed batch 1 alone (CHECKPOINT_WORK) and
+    dies in batch 3's graph write; the restart replays batch 2 into the state from
+    batch 1's checkpoint, then resolves batch 3 as the run without a crash did."""
+    import er.pipeline.lane as lane
+
+    if where == "spaced":
+        monkeypatch.setattr(lane, "GROUP_MAX_MENTIONS", 200)
     settings = _settings(settings_env, data_dir=tmp_path)
     reference, name = _twins(settings, febrl)
     env = {**os.environ, **settings_env, "ER_DATA_DIR": str(tmp_path)}
@@ -427,7 +439,8 @@ def test_batches_done_since_the_checkpoint_are_replayed_into_a_new_process_state
 ) -> None:
     """A worker checkpoints batch 1 alone (CHECKPOINT_WORK) and keeps the rest in
     memory; a new process starts from that checkpoint, replays batches 2 and 3 into
-    its state, and resolves three more batches as a run that never stopped."""
+    its state, in one step as they were stepped although its own cap would now take
+    them one at a time, and resolves three more batches as a run that never stopped."""
     import er.pipeline.lane as lane
     from er.pipeline import run_cluster
     from er.pipeline.state import _KEPT, _checkpoint_path, _load_state
@@ -440,6 +453,7 @@ def test_batches_done_since_the_checkpoint_are_replayed_into_a_new_process_state
     assert _load_state(path, {}).seq == 1  # the pair model came with batch 1: saved
     _KEPT.clear()  # a new process: the state kept in memory is gone
     monkeypatch.setattr(lane, "CHECKPOINT_WORK", 10.0)
+    monkeypatch.setattr(lane, "GROUP_MAX_MENTIONS", 200)  # the groups' record must win
     _ingest(settings, reference, febrl[600:1200], batch=200)
     _ingest(settings, name, febrl[600:1200], batch=200)
     assert _load_state(path, {}).seq == 6
@@ -552,8 +566,8 @@ def test_graph_database_down_mid_batch_then_back_applies_the_batch_once(
     original = store._write
 
     def write(parts: Any, params: dict[str, Any]) -> None:
-        if params.get("seq") == 2:
-            server.stop()  # the database goes away with batch 2 in flight
+        if params.get("seq") == 3:
+            server.stop()  # the database goes away with batches 2-3 (one step) in flight
         original(parts, params)
 
     store._write = write  # type: ignore[method-assign]

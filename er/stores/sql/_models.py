@@ -97,6 +97,10 @@ class Batch(Base):
     fingerprint: Mapped[str | None] = mapped_column(String(64), default=None)
     # field -> count of values the writer could not read as their type, or cut to length
     notes: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
+    # the seq of the last batch the writer stepped this one with (a backlog step),
+    # recorded before the step so that a replay groups the batches the same way;
+    # None: not stepped yet, or stepped alone by an older release
+    group_end: Mapped[int | None] = mapped_column(BigInteger, default=None)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
