@@ -9,9 +9,12 @@ checkpoints the state (:mod:`er.pipeline.state`) and marks the batch done with
 timings per stage.
 
 Pending batches are stepped together, up to ``er.pipeline.lane.GROUP_MAX_MENTIONS``
-mentions per step (a backlog step, issue #30): the per-step costs (the core's rounds, the graph write, the
-checkpoint) are paid once for the group. Which batches went together is recorded in
-their rows before the step (``Batch.group_end``), so a replay groups them the same
+mentions per step (a backlog step, issue #30). The index and the pair model still take
+the step's batches one after the other (:meth:`_BatchJob._parts`), so MBSCC on the
+default floor components builds the hierarchy the batches would one by one; what the
+group shares is the per-step cost (the core's rounds over the touched components, the
+graph write, the entity step, the checkpoint). Which batches went together is recorded
+in their rows before the step (``Batch.group_end``), so a replay groups them the same
 way; a batch arriving alone is still resolved alone, and the collection's first batch,
 which trains the pair model, always is.
 
@@ -259,10 +262,25 @@ class _BatchJob:
         with _timed(timings, "index_s"):
             if self.config.get("candidates") == "keys":
                 assert types is not None and batch is not None  # the config checks it
-                idx, sim = self._keyed(state, X, record_keys(batch.rows, types.kinds))
+                keys = record_keys(batch.rows, types.kinds)
+                found = [self._keyed(state, X[part], keys[part]) for part in self._parts()]
             else:
-                idx, sim = self._neighbors(state, X)
+                found = [self._neighbors(state, X[part]) for part in self._parts()]
+        idx = np.concatenate([i for i, _ in found])
+        sim = np.concatenate([v for _, v in found])
         return _Found(X, idx, sim, batch)
+
+    def _parts(self) -> list[slice]:
+        """Each batch's rows of the step. The index takes the batches one after the
+        other, and the pair model scores them so, as if each were stepped alone: a
+        record's candidates are among the records before it and in its own batch, and
+        its pair prior is the collection's after its batch. With the default core
+        (MBSCC re-deriving the floor components it touches) a step then builds the
+        hierarchy its batches would one by one; only the per-step costs are shared."""
+        assert self.sizes is not None  # begin() read them
+        sizes = self.sizes
+        ends = np.cumsum(sizes, dtype=np.int64)
+        return [slice(int(e - n), int(e)) for n, e in zip(sizes, ends, strict=True)]
 
     def cluster(
         self,
@@ -332,10 +350,25 @@ class _BatchJob:
         self, state: _State, batch: NormalisedBatch, idx: NDArray[np.int64], first: int
     ) -> NDArray[np.float32]:
         """(b, k) the pair model's match probability of each candidate pair, in place of
-        the vectors' cosine (DESIGN §4 step 2); 0 where ``idx`` is -1."""
+        the vectors' cosine (DESIGN §4 step 2); 0 where ``idx`` is -1. The step's
+        batches are scored one after the other (:meth:`_parts`)."""
         if state.table is None:
             state.table = FieldTable(list(self.config["field_types"]))
-        state.table.add(batch.rows)
+        held = state.model
+        prob = np.zeros(idx.shape, np.float32)
+        for part in self._parts():
+            state.table.add(batch.rows[part])
+            at = first + part.start
+            prob[part] = self._scored_part(state, idx[part], at)
+        self.model, self.model_changed = state.model, state.model is not held
+        return prob
+
+    def _scored_part(
+        self, state: _State, idx: NDArray[np.int64], first: int
+    ) -> NDArray[np.float32]:
+        """(b, k) the probabilities of one batch's candidates, its rows already in the
+        table; ``state.model`` becomes the model that scored them."""
+        assert state.table is not None  # _scored made it
         # a replay scores as the first run did: with the checkpoint's model, since a
         # batch that changed the model was checkpointed (CHECKPOINT_WORK)
         held = state.model
@@ -347,7 +380,6 @@ class _BatchJob:
             X = _vectors(state.index, population)
             model = train_on_collection(state.table, self.config, X, model.version + 1)
         state.model = model
-        self.model, self.model_changed = model, model is not held
         b, k = idx.shape
         left = np.repeat(np.arange(first, first + b), k)
         right = idx.ravel()
