@@ -9,7 +9,10 @@ microseconds per row. The statements are the product's own; only
 their chaining differs, so a write measured here is not atomic (a measurement
 harness, never a way to run er).
 
-    python bench/bench_graph_parts.py --n 40000 --batch 1000 --width 5
+    python bench/bench_graph_parts.py --n 40000 --batch 1000 --width 5 [--at 10000 40000]
+
+``--at``: the statements of the ``--width`` batches ending at each of these sizes (by
+default the last ones), one set of rows per size.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1_000)
     ap.add_argument("--width", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--at", type=int, nargs="+", default=None, help="sizes to report at")
     args = ap.parse_args()
     from er.stores.graph import _falkordb
 
@@ -51,21 +55,32 @@ def main() -> None:
     _falkordb.FalkorDBStore._write = one_by_one  # type: ignore[method-assign]
     reports = run_pipeline(synthetic_people(args.n, seed=args.seed), args.batch, "graph parts")
     command = " ".join(["python bench/bench_graph_parts.py", *sys.argv[1:]])
-    graph_s = [r["timings"].get("graph_s", 0.0) for r in reports[-args.width :]]
+    for at in args.at or [args.n]:
+        end = -(-at // args.batch)  # batches up to this size
+        _report(command, at, reports[end - args.width : end], writes[end - args.width : end])
+
+
+def _report(
+    command: str,
+    at: int,
+    reports: list[dict[str, Any]],
+    last: list[dict[str, tuple[float, int]]],
+) -> None:
+    """One row for the write as a whole, then one per statement, heaviest first."""
+    graph_s = [r["timings"].get("graph_s", 0.0) for r in reports]
     print(
         json.dumps(
             {
                 "command": command,
                 "machine": f"{platform.machine()}, Python {platform.python_version()}",
-                "resolved": args.n,
+                "resolved": at,
                 "graph_s_mean": round(sum(graph_s) / len(graph_s), 3),
             }
         )
     )
-    last = writes[-args.width :]  # the last batches' writes; a missing statement: 0 rows
     seconds: dict[str, float] = defaultdict(float)
     rows: dict[str, int] = defaultdict(int)
-    for spent in last:
+    for spent in last:  # a statement missing from a batch's write: 0 rows
         for name, (s, r) in spent.items():
             seconds[name] += s
             rows[name] += r
@@ -73,6 +88,7 @@ def main() -> None:
         print(
             json.dumps(
                 {
+                    "resolved": at,
                     "statement": name,
                     "seconds": round(seconds[name] / len(last), 4),
                     "rows": round(rows[name] / len(last)),

@@ -205,9 +205,10 @@ class SCC(_GraphClusterer):
 
     def _build(self, agg: Agglomerator, n: int) -> Hierarchy:
         switch_below = n / (2 * self.k) if self.linkage == CENTROID_AVERAGE else -1.0
-        taus = self._fixed_rounds(agg, switch_below) if self.schedule != "share" else None
-        if taus is None:
+        if self.schedule == "share":
             taus = self._share_rounds(agg, switch_below)
+        else:
+            taus = self._fixed_rounds(agg, switch_below)
         self.thresholds_ = taus
         return agg.finish(self.algorithm, get_params(self), n)
 

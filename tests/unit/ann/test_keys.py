@@ -112,3 +112,34 @@ def test_keys_are_stable_across_processes() -> None:
     keys mean the same after a restart (the value was computed once and written here)."""
     keys = record_keys([("anne", None, None, None)], KINDS)[0]
     assert keys[keys != 0].tolist() == [-778311600056182879]
+
+
+@given(
+    keys=st.lists(
+        st.one_of(st.integers(-(2**63), 2**63 - 1), st.sampled_from([-(2**63), -1, 1, 2**63 - 1])),
+        max_size=300,
+    ),
+    queries=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=50),
+    reuse=st.integers(0, 50),
+)
+@settings(max_examples=300, deadline=None)
+def test_segment_spans_equal_a_binary_search(
+    keys: list[int], queries: list[int], reuse: int
+) -> None:
+    """A segment's directory lookup finds each key's holders where numpy's binary
+    search over the sorted postings does, keys of either sign and at the extremes."""
+    from er.ann._keys import _Segment
+
+    postings = np.sort(np.asarray(keys, np.int64), kind="stable")
+    ids = np.arange(postings.size, dtype=np.int32)
+    seg = _Segment.of(postings, ids)
+    asked = np.unique(np.asarray(queries + keys[:reuse], np.int64))
+    lo, hi = seg.spans(asked)
+    want_lo = np.searchsorted(postings, asked, "left")
+    want_hi = np.searchsorted(postings, asked, "right")
+    found = want_hi > want_lo
+    assert np.array_equal(hi - lo, want_hi - want_lo)
+    assert np.array_equal(lo[found], want_lo[found])
+    k, i = seg.postings()
+    assert np.array_equal(k, postings) and np.array_equal(i, ids)
+    assert seg.slots.size == 2**seg.bits + 1
