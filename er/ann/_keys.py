@@ -281,10 +281,7 @@ class KeyIndex:
         segments = self._segments
         while len(segments) > 1 and segments[-2].size <= 2 * segments[-1].size:
             newer, older = segments.pop(), segments.pop()
-            (k1, i1), (k2, i2) = older.postings(), newer.postings()
-            keys, ids_ = np.concatenate([k1, k2]), np.concatenate([i1, i2])
-            order = np.argsort(keys, kind="stable")  # older ids first within a key
-            segments.append(_Segment.of(keys[order], ids_[order]))
+            segments.append(older.merged(newer))
 
 
 @dataclass(frozen=True)
@@ -315,12 +312,43 @@ class _Segment:
     def of(cls, keys: NDArray[np.int64], ids: NDArray[np.int32]) -> _Segment:
         """The segment of postings sorted by key (ties by id): ``keys``, ``ids`` (p,)."""
         first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else keys
-        distinct = np.ascontiguousarray(keys[first])
-        starts = _offsets(np.r_[first, keys.size])
+        return cls._built(np.ascontiguousarray(keys[first]), np.r_[first, keys.size], ids)
+
+    @classmethod
+    def _built(
+        cls, distinct: NDArray[np.int64], starts: NDArray[np.int64], ids: NDArray[np.int32]
+    ) -> _Segment:
+        """The segment of ``distinct`` keys (u,), ascending, their holder offsets
+        ``starts`` (u + 1,) into ``ids`` (p,); adds the directory."""
         bits = int(np.ceil(np.log2(max(distinct.size / SLOT_KEYS, 1.0))))
         # hashed keys spread evenly over the slots: 2-4 per slot on average
-        slots = _offsets(np.searchsorted(_slot(distinct, bits), np.arange(2**bits + 1)))
-        return cls(distinct, starts, ids, bits, slots)
+        per_slot = np.bincount(_slot(distinct, bits), minlength=2**bits)
+        slots = _offsets(np.r_[0, np.cumsum(per_slot)])
+        return cls(distinct, _offsets(starts), ids, bits, slots)
+
+    def merged(self, newer: _Segment) -> _Segment:
+        """This segment and a ``newer`` one (its ids all above this one's) as one.
+
+        Each key's holders are this segment's, then the newer's: ids stay ascending.
+        The distinct keys merge as two sorted lists and every posting moves once to
+        its place, with no sort of the postings (a merge at 1M holds ~50M of them).
+        """
+        distinct = np.union1d(self.keys, newer.keys)
+        at_old = np.searchsorted(distinct, self.keys)
+        at_new = np.searchsorted(distinct, newer.keys)
+        n_old, n_new = np.diff(self.starts), np.diff(newer.starts)
+        count = np.zeros(distinct.size, np.int64)
+        count[at_old] = n_old
+        count[at_new] += n_new
+        starts = np.r_[0, np.cumsum(count)]
+        ids = np.empty(self.size + newer.size, np.int32)
+        # a posting's place: its key's start in the merged segment, plus its rank
+        # within the key (the older holders first)
+        shift_old = starts[at_old] - self.starts[:-1]
+        ids[np.arange(self.size) + np.repeat(shift_old, n_old)] = self.ids
+        shift_new = starts[at_new] + count[at_new] - n_new - newer.starts[:-1]
+        ids[np.arange(newer.size) + np.repeat(shift_new, n_new)] = newer.ids
+        return _Segment._built(distinct, starts, ids)
 
     @property
     def size(self) -> int:

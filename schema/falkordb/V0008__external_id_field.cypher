@@ -1,4 +1,5 @@
-// The external id as a field of the Mention index. V0004 never took effect on FalkorDB:
-// it refuses a whole CREATE INDEX when one of its fields (collection) is indexed already,
-// and `er init` skips that error, so `er query --mention` scanned every mention.
-CREATE INDEX FOR (n:Mention) ON (n.external_id);
+// The external id as a field of the Node index, for `er query --mention` and users'
+// lookups by record id (`MATCH (m:Node:Mention {collection: $c, external_id: $x})`).
+// FalkorDB refuses a whole CREATE INDEX when one of its fields is indexed already, so
+// the field has a statement of its own.
+CREATE INDEX FOR (n:Node) ON (n.external_id);

@@ -326,3 +326,49 @@ def test_node_0_is_found_by_id_after_a_snapshot_reload(tmp_path: Path) -> None:
     with EmbeddedFalkorDB(tmp_path) as server:
         store = FalkorDBStore(server.client().select_graph("er"))
         assert [store.ancestors("demo", i) for i in (0, 1)] == before
+
+
+# The node indexes `er init` made before schema/falkordb/V0009.
+OLD_LABEL_INDEXES = (
+    "CREATE INDEX FOR (n:Mention) ON (n.collection, n.id)",
+    "CREATE INDEX FOR (n:Cluster) ON (n.collection, n.id)",
+    "CREATE INDEX FOR (n:Mention) ON (n.external_id)",
+)
+
+
+def _indexed(graph: Any) -> dict[str, set[str]]:
+    """{label: indexed fields} of a FalkorDB graph's node indexes."""
+    rows = graph.query("CALL db.indexes() YIELD label, properties, entitytype").result_set
+    return {label: set(fields) for label, fields, kind in rows if kind == "NODE"}
+
+
+def test_init_leaves_node_fields_indexed_under_node_alone(tmp_path: Path) -> None:
+    """A graph from before V0009 keeps its data and answers, loses the Mention and
+    Cluster indexes (each costs every write; none is read), and its lookups by record
+    id, by (collection, id) and along NEAR edges are index scans of Node."""
+    with EmbeddedFalkorDB(tmp_path) as server:
+        graph = server.client().select_graph("er")
+        for statement in OLD_LABEL_INDEXES:
+            graph.query(statement)
+        assert {"Mention", "Cluster"} <= set(_indexed(graph))
+        store, before = _first_collection(server)  # init_schema runs here
+        indexed = _indexed(graph)
+        assert set(indexed) == {"Node", "Entity"}
+        assert indexed["Node"] == {"key", "collection", "id", "external_id"}
+        store.init_schema()  # again: nothing left to drop is not an error
+        assert [store.ancestors("demo", i) for i in (0, 1)] == before
+        assert store.node_of("demo", "r3") == 3
+        asks = {
+            "mention_by_external_id": {"collection": "demo", "external_id": "r3"},
+            "near_between": {
+                "collection": "demo",
+                "left": [3],
+                "right": [4],
+                "as_of": 1,
+                "limit": 5,
+            },
+            "ancestors": {"collection": "demo", "id": 3, "as_of": 1},
+        }
+        for name, params in asks.items():
+            plan = str(graph.explain(cy.canned_query(name), params))
+            assert "Node By Index Scan | (" in plan and ":Node)" in plan, (name, plan)

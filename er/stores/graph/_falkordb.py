@@ -54,8 +54,8 @@ class FalkorDBStore(GraphStore):
             try:
                 self._graph.query(statement)
             except redis.exceptions.ResponseError as exc:
-                # FalkorDB has no IF NOT EXISTS for indexes.
-                if "already indexed" not in str(exc):
+                # FalkorDB has neither IF NOT EXISTS nor IF EXISTS for indexes.
+                if "already indexed" not in str(exc) and "no such index" not in str(exc):
                     raise
 
     def _translate(self, exc: Exception) -> StoreError | None:

@@ -143,3 +143,27 @@ def test_segment_spans_equal_a_binary_search(
     k, i = seg.postings()
     assert np.array_equal(k, postings) and np.array_equal(i, ids)
     assert seg.slots.size == 2**seg.bits + 1
+
+
+@given(
+    old=st.lists(st.integers(-(2**63), 2**63 - 1) | st.integers(-3, 3), max_size=200),
+    new=st.lists(st.integers(-(2**63), 2**63 - 1) | st.integers(-3, 3), max_size=200),
+)
+@settings(max_examples=300, deadline=None)
+def test_merged_segment_equals_one_built_from_all_postings(old: list[int], new: list[int]) -> None:
+    """Merging two segments (the newer's ids above the older's) gives the segment
+    built from all their postings sorted by key then id: keys, holders, directory."""
+    from er.ann._keys import _Segment
+
+    def built(keys: list[int], first_id: int) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(np.asarray(keys, np.int64), kind="stable")
+        return np.asarray(keys, np.int64)[order], (order + first_id).astype(np.int32)
+
+    (k1, i1), (k2, i2) = built(old, 0), built(new, len(old))
+    merged = _Segment.of(k1, i1).merged(_Segment.of(k2, i2))
+    keys, ids = np.concatenate([k1, k2]), np.concatenate([i1, i2])
+    order = np.lexsort((ids, keys))
+    want = _Segment.of(keys[order], ids[order])
+    for name in ("keys", "starts", "ids", "slots"):
+        assert np.array_equal(getattr(merged, name), getattr(want, name)), name
+    assert merged.bits == want.bits
