@@ -50,6 +50,7 @@ def peer_module(commit: str, into: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location("peer_keys", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it runs
     spec.loader.exec_module(module)
     return module
 

@@ -329,26 +329,16 @@ class _Segment:
     def merged(self, newer: _Segment) -> _Segment:
         """This segment and a ``newer`` one (its ids all above this one's) as one.
 
-        Each key's holders are this segment's, then the newer's: ids stay ascending.
-        The distinct keys merge as two sorted lists and every posting moves once to
-        its place, with no sort of the postings (a merge at 1M holds ~50M of them).
+        The postings of both, as two runs sorted by key, in one stable sort: a
+        key's holders stay older first, ids ascending, and timsort merges two runs
+        in one pass. (Merging the distinct keys alone and moving each posting to its
+        place was no faster: people records have half as many distinct keys as
+        postings.)
         """
-        distinct = np.union1d(self.keys, newer.keys)
-        at_old = np.searchsorted(distinct, self.keys)
-        at_new = np.searchsorted(distinct, newer.keys)
-        n_old, n_new = np.diff(self.starts), np.diff(newer.starts)
-        count = np.zeros(distinct.size, np.int64)
-        count[at_old] = n_old
-        count[at_new] += n_new
-        starts = np.r_[0, np.cumsum(count)]
-        ids = np.empty(self.size + newer.size, np.int32)
-        # a posting's place: its key's start in the merged segment, plus its rank
-        # within the key (the older holders first)
-        shift_old = starts[at_old] - self.starts[:-1]
-        ids[np.arange(self.size) + np.repeat(shift_old, n_old)] = self.ids
-        shift_new = starts[at_new] + count[at_new] - n_new - newer.starts[:-1]
-        ids[np.arange(newer.size) + np.repeat(shift_new, n_new)] = newer.ids
-        return _Segment._built(distinct, starts, ids)
+        (k1, i1), (k2, i2) = self.postings(), newer.postings()
+        keys, ids = np.concatenate([k1, k2]), np.concatenate([i1, i2])
+        order = np.argsort(keys, kind="stable")
+        return _Segment.of(keys[order], ids[order])
 
     @property
     def size(self) -> int:
