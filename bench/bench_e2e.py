@@ -275,6 +275,17 @@ def _featurizer_option(
     return {"featurizer": with_encoding(cfg, dim, ngrams).to_json()}
 
 
+def _packaged(checkout: Path) -> Path:
+    """A checkout whose ``er._schema`` and ``er._migrations`` are its own: links to its
+    ``schema/`` and ``migrations/``, as the wheel ships them (setup.py). Without them an
+    editable install of this checkout serves its own schema to the peer's er."""
+    for name, target in (("_schema", "schema"), ("_migrations", "migrations")):
+        link = checkout / "er" / name
+        if not link.exists():
+            link.symlink_to(Path("..") / target)
+    return checkout
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10_000)
@@ -316,13 +327,15 @@ def main() -> None:
 
     if redis.Redis(host="127.0.0.1", port=6379, db=db).dbsize():
         raise SystemExit("Redis database 0 is not empty: another run is using it.")
-    with fresh_database() as url, tempfile.TemporaryDirectory() as tmp:
+    # a peer's embedded FalkorDB may still write its append-only file as the directory
+    # goes; that lost a whole run's figures once
+    with fresh_database() as url, tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         path = Path(tmp) / "people.jsonl"
         probes: list[int] = []  # mentions resolved after each batch sent alone
         limit = args.limit_s or 86400.0
         base = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
         if args.peer is not None:  # safe path: `python -m` must not put the cwd's er first
-            base.update(PYTHONPATH=str(args.peer.resolve()), PYTHONSAFEPATH="1")
+            base.update(PYTHONPATH=str(_packaged(args.peer).resolve()), PYTHONSAFEPATH="1")
         env = {
             **base,
             "ER_DATABASE_URL": url,
