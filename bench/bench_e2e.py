@@ -418,7 +418,8 @@ def main() -> None:
         ends = {b["resolved"]: b for b in batches}
         for at in args.at:
             alone = [ends[p] for p in probes if at - args.stream * args.batch < p <= at]
-            print(json.dumps({"stream_at": at, **_summary(alone, at, len(alone))}))
+            if alone:  # a stopped peer never reaches its last points
+                print(json.dumps({"stream_at": at, **_summary(alone, at, len(alone))}))
 
 
 class Part(NamedTuple):

@@ -312,14 +312,8 @@ class _Segment:
     def of(cls, keys: NDArray[np.int64], ids: NDArray[np.int32]) -> _Segment:
         """The segment of postings sorted by key (ties by id): ``keys``, ``ids`` (p,)."""
         first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else keys
-        return cls._built(np.ascontiguousarray(keys[first]), np.r_[first, keys.size], ids)
-
-    @classmethod
-    def _built(
-        cls, distinct: NDArray[np.int64], starts: NDArray[np.int64], ids: NDArray[np.int32]
-    ) -> _Segment:
-        """The segment of ``distinct`` keys (u,), ascending, their holder offsets
-        ``starts`` (u + 1,) into ``ids`` (p,); adds the directory."""
+        distinct = np.ascontiguousarray(keys[first])
+        starts = np.r_[first, keys.size]
         bits = int(np.ceil(np.log2(max(distinct.size / SLOT_KEYS, 1.0))))
         # hashed keys spread evenly over the slots: 2-4 per slot on average
         per_slot = np.bincount(_slot(distinct, bits), minlength=2**bits)
