@@ -7,7 +7,8 @@ batches of 1,000 (add the batch, read each record's candidates), and through the
 ``KeyIndex`` of ``--peer`` (the module ``er/ann/_keys.py`` at that commit, loaded
 beside this one) on the same batches, alternately, in one process. Every batch's
 candidates must be equal (else it stops). At each size of ``--at``: the seconds per
-batch (mean and p50 of the ``--width`` batches before it, merges included),
+batch (mean, p50, p95 and max of the ``--width`` batches before it, merges
+included; er's large merges run on its merge thread, beside the next batches),
 segments and GiB of each.
 
     python -m bench keys --n 1000000 --at 100000 300000 1000000 --peer 70bdf57
@@ -104,6 +105,8 @@ def main() -> None:
                 row[name] = {
                     "mean_s": round(float(last.mean()), 4),
                     "p50_s": round(float(np.median(last)), 4),
+                    "p95_s": round(float(np.percentile(last, 95)), 4),
+                    "max_s": round(float(last.max()), 4),
                     "segments": len(index._segments),
                     "gib": round(index.nbytes / 2**30, 3),
                 }

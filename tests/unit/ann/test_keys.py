@@ -69,6 +69,8 @@ records = st.tuples(
     budget=st.integers(1, 40),
     m=st.integers(1, 8),
     reload_at=st.integers(0, 6),
+    background=st.integers(0, 400),
+    settle=st.lists(st.booleans(), min_size=1, max_size=8),
 )
 @settings(max_examples=300, deadline=None)
 def test_candidates_equal_the_oracle_batch_by_batch(
@@ -77,8 +79,13 @@ def test_candidates_equal_the_oracle_batch_by_batch(
     budget: int,
     m: int,
     reload_at: int,
+    background: int,
+    settle: list[bool],
 ) -> None:
-    index = KeyIndex(n_keys(KINDS), budget=budget, m=m)
+    """Merges of ``background`` postings or more run on the merge thread; ``settle``
+    says, per batch, whether the running merge is waited for before the lookup (else
+    the lookup reads its two segments, or the merged one if it has ended)."""
+    index = KeyIndex(n_keys(KINDS), budget=budget, m=m, background=background)
     keys = record_keys(rows, KINDS)
     start, step = 0, 0
     while start < len(rows):
@@ -86,6 +93,11 @@ def test_candidates_equal_the_oracle_batch_by_batch(
         ids = index.add(record_keys(rows[start:stop], KINDS))
         if step == reload_at:  # a restart: the segments are rebuilt from the keys
             index = pickle.loads(pickle.dumps(index))
+        if settle[step % len(settle)]:
+            index._catch_up()
+            index.settle()
+            sizes = [seg.size for seg in index._segments]  # geometric: O(log n) of them
+            assert all(a > 2 * b for a, b in itertools.pairwise(sizes)), sizes
         got = index.candidates(ids)
         want = oracle(keys[:stop], range(start, stop), budget, m)
         assert [[int(c) for c in r if c >= 0] for r in got] == want
