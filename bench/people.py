@@ -12,7 +12,13 @@ number of duplicates; each duplicate carries one to three corruptions drawn from
 - a missing field;
 - a date of birth with day and month swapped, or one digit changed.
 
-Records arrive shuffled (seeded). Deterministic for a seed.
+Records arrive shuffled (seeded), or, with ``window``, as a steady stream: entities
+start at a constant rate and each duplicate arrives within ``window`` records of its
+entity's first (records drawn for ``n + window``, the first n in time kept). A shuffled
+stream's batches change with their place in it: at 10% of a million shuffled records
+23% of a batch's mentions have an earlier record of their entity, at the end 84%; past
+its first ``window`` records a steady stream's batches hold about 60% (issue #30's
+stream measurement). Deterministic for a seed.
 
     python bench/people.py 1000 --seed 0 > people.jsonl
 """
@@ -126,7 +132,7 @@ def _corruptions(pools: dict[str, list[str]]) -> list[Callable[[Any, dict[str, s
 
 
 def synthetic_people(
-    n_records: int, *, seed: int = 0, mean_duplicates: float = 1.5
+    n_records: int, *, seed: int = 0, mean_duplicates: float = 1.5, window: int | None = None
 ) -> list[dict[str, str]]:
     """``n_records`` person records with ``rec_id`` and the gold ``entity``.
 
@@ -136,21 +142,24 @@ def synthetic_people(
     seed : int
     mean_duplicates : float
         Mean number of duplicates per entity (geometric, so most have 0-2, a few many).
+    window : int, optional
+        Arrival as a steady stream (see the module's text); None: shuffled.
 
     Returns
     -------
     list of dict, length n_records
-        Shuffled records.
+        Shuffled records, or in steady-stream order.
     """
     rng = np.random.default_rng(seed)
     pools = _pools()
     corrupt = _corruptions(pools)
     out: list[dict[str, str]] = []
     entity = 0
-    while len(out) < n_records:
+    drawn = n_records if window is None else n_records + window
+    while len(out) < drawn:
         original = _original(rng, pools)
         n_dup = int(rng.geometric(1.0 / (1.0 + mean_duplicates))) - 1
-        for k in range(min(n_dup + 1, n_records - len(out))):
+        for k in range(min(n_dup + 1, drawn - len(out))):
             rec = dict(original)
             if k:
                 for _ in range(int(rng.integers(1, 4))):
@@ -159,16 +168,34 @@ def synthetic_people(
             rec["entity"] = str(entity)
             out.append(rec)
         entity += 1
-    order = rng.permutation(len(out))
+    order = rng.permutation(len(out)) if window is None else _steady(out, window, seed, n_records)
     return [out[i] for i in order]
+
+
+def _steady(records: list[dict[str, str]], window: int, seed: int, n: int) -> np.ndarray:
+    """(n,) the first n of the records in a steady stream: an entity's first record
+    at a uniform time in [0, m) (m records), each duplicate at that time plus
+    U(0, window).
+
+    ``records`` are in entity order, each entity's original first (``rec_id`` ends -0).
+    """
+    rng = np.random.default_rng([seed, 1])  # apart from the records' own draws
+    m = len(records)
+    first = np.array([r["rec_id"].endswith("-0") for r in records])
+    entity = np.cumsum(first) - 1
+    start = rng.random(int(first.sum())) * m
+    when = start[entity] + np.where(first, 0.0, rng.random(m) * window)
+    order: np.ndarray = np.argsort(when, kind="stable")[:n]
+    return order
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("n", type=int)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--window", type=int, default=None, help="a steady stream (see above)")
     args = ap.parse_args()
-    for rec in synthetic_people(args.n, seed=args.seed):
+    for rec in synthetic_people(args.n, seed=args.seed, window=args.window):
         sys.stdout.write(json.dumps(rec) + "\n")
 
 
