@@ -8,6 +8,7 @@ so the same records in the same order get the same codes (replays are exact).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,6 +34,19 @@ class FieldTable:
 
     def __len__(self) -> int:
         return self._n
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the values and the codes in use: the value -> code maps are rebuilt
+        from the values on load. They took more than half of the table's pickling
+        time (0.38 of 0.67 s at 300k people), paid at every checkpoint."""
+        state = self.__dict__.copy()
+        state["_index"], state["_codes"] = None, self.codes.copy()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self._index is None:
+            self._index = [{v: c for c, v in enumerate(vocab)} for vocab in self.vocab]
 
     @property
     def codes(self) -> NDArray[np.int32]:
