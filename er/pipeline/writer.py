@@ -230,12 +230,7 @@ class _BatchJob:
         with Session(self.engine) as session, session.begin():
             # before finish_batch stores the timings: the UPDATE and commit are not in it
             with _timed(timings, "sql_s"):
-                set_mention_nodes(
-                    session,
-                    self.coll_id,
-                    dict(zip(exts, nodes, strict=True)),
-                    [seq for _, seq in self.batches],
-                )
+                set_mention_nodes(session, self.coll_id, dict(zip(exts, nodes, strict=True)))
             if self.model is not None:
                 _store_model(session, self.coll_id, self.model)
             share = {key: round(value / len(sizes), 6) for key, value in timings.items()}

@@ -655,12 +655,12 @@ def test_postgres_restarted_mid_batch_then_the_batch_applies_once(
     original = writer.set_mention_nodes
     calls = []
 
-    def restart_then_write(session: Any, coll_id: int, nodes: Any, seqs: Any) -> None:
+    def restart_then_write(session: Any, coll_id: int, nodes: Any) -> None:
         calls.append(1)
         if len(calls) == 2:
             session.execute(text("SELECT 1"))  # the transaction holds a connection ...
             _restart_postgres()  # ... when the server goes down
-        original(session, coll_id, nodes, seqs)
+        original(session, coll_id, nodes)
 
     writer.set_mention_nodes = restart_then_write
     try:

@@ -128,30 +128,3 @@ def test_a_batch_is_stored_in_arrival_order(session: Session) -> None:
         "m1",
         "z",
     ]
-
-
-def test_mention_nodes_by_batch_set_those_mentions_only(session: Session) -> None:
-    """The writer's step names its batches (one UPDATE on PostgreSQL, found by batch);
-    a refit names none. Both set exactly the named mentions' nodes: not a mention of
-    another collection with the same external id, nor one of another batch."""
-    from er.stores.sql import set_mention_nodes
-
-    a, b = get_or_create_collection(session, "nodes-a"), get_or_create_collection(session, "n-b")
-    for seq in (1, 2, 3):
-        rows = [{"external_id": f"r{seq}.{i}", "payload": {}} for i in range(4)]
-        upsert_mentions(session, a.id, seq, rows)
-        upsert_mentions(session, b.id, seq, rows)
-    step = {f"r{seq}.{i}": 100 * seq + i for seq in (2, 3) for i in range(4)}
-    step["r3.1'); --"] = 7  # no such mention: nothing to set
-    set_mention_nodes(session, a.id, step, batch_seqs=[2, 3])
-    set_mention_nodes(session, b.id, {"r1.0": 5})
-    got = {
-        (c, e): n
-        for c, e, n in session.execute(
-            text("SELECT collection_id, external_id, node_id FROM mentions")
-        )
-    }
-    want = {(c, f"r{s}.{i}"): None for c in (a.id, b.id) for s in (1, 2, 3) for i in range(4)}
-    want.update({(a.id, e): n for e, n in step.items() if not e.endswith("--")})
-    want[(b.id, "r1.0")] = 5
-    assert got == want

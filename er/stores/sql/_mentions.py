@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, text, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -158,30 +158,9 @@ def count_mentions(session: Session, collection_id: int) -> int:
     return int(session.scalar(query) or 0)
 
 
-def set_mention_nodes(
-    session: Session,
-    collection_id: int,
-    nodes: Mapping[str, int],
-    batch_seqs: Sequence[int] | None = None,
-) -> None:
-    """Record the graph leaf node of each mention, by external id (caller's transaction).
-
-    ``batch_seqs``: the batches the mentions arrived in, when the caller knows them
-    (the writer's step); on PostgreSQL the rows are then found by batch, not among
-    all the collection's mentions.
-    """
+def set_mention_nodes(session: Session, collection_id: int, nodes: Mapping[str, int]) -> None:
+    """Record the graph leaf node of each mention, by external id (caller's transaction)."""
     if not nodes:
-        return
-    if batch_seqs is not None and session.get_bind().dialect.name == "postgresql":
-        session.execute(
-            _SET_NODES_BY_BATCH,
-            {
-                "cid": collection_id,
-                "seqs": [int(s) for s in batch_seqs],
-                "exts": [str(k) for k in nodes],
-                "nodes": [int(v) for v in nodes.values()],
-            },
-        )
         return
     stmt = (
         update(Mention)
@@ -191,16 +170,3 @@ def set_mention_nodes(
     )
     rows = [{"ext": str(k), "node": int(v)} for k, v in nodes.items()]
     session.connection().execute(stmt, rows)
-
-
-# One statement for a step's mentions: 0.034 s per 1,000 at 300k mentions against
-# 0.076 s for an UPDATE per row (bench/RESULTS.md, "The writer's SQL"). The rows are
-# found by the batch_seq index; `collection_id + 0` keeps the planner from also
-# scanning the collection's whole share of the (collection_id, node_id) index, which
-# it did on a table not analyzed yet.
-_SET_NODES_BY_BATCH = text(
-    "UPDATE mentions AS m SET node_id = v.node "
-    "FROM unnest(CAST(:exts AS text[]), CAST(:nodes AS bigint[])) AS v(ext, node) "
-    "WHERE m.batch_seq = ANY(CAST(:seqs AS bigint[])) AND m.collection_id + 0 = :cid "
-    "AND m.external_id = v.ext"
-)
