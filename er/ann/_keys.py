@@ -306,13 +306,11 @@ class KeyIndex:
         the newer), again, until none is left that is not being merged already."""
         while (i := self._like_pair()) is not None:
             older, newer = self._segments[i], self._segments[i + 1]
-            if older.size + newer.size < self.background:
-                self._segments[i : i + 2] = [older.merged(newer)]
-            elif self._pending is None:
-                self._pending = _Merge(older, newer, _merger().submit(older.merged, newer))
+            if older.size + newer.size >= self.background:
+                if self._pending is None:  # one at a time; the next waits its turn
+                    self._pending = _Merge(older, newer, _merger().submit(older.merged, newer))
                 return
-            else:
-                return
+            self._segments[i : i + 2] = [older.merged(newer)]
 
     def _like_pair(self) -> int | None:
         """The last i whose segments i and i + 1 should merge, neither in a running
