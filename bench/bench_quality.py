@@ -131,9 +131,7 @@ def _iso(text: str) -> str:
 # -- TF-IDF + average-linkage HAC --------------------------------------------------------------
 def tfidf_hac_tree(records: list[dict[str, str]]) -> Callable[[float], list[str]]:
     """A function cutting the peer's HAC forest at a cosine similarity."""
-    from scipy.cluster.hierarchy import fcluster, linkage
     from scipy.sparse.csgraph import connected_components
-    from scipy.spatial.distance import squareform
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.neighbors import NearestNeighbors
 
@@ -145,18 +143,35 @@ def tfidf_hac_tree(records: list[dict[str, str]]) -> Callable[[float], list[str]
     G.data[G.data < 0.2] = 0.0  # components of the graph at a loose similarity
     G.eliminate_zeros()
     _, comp = connected_components(G, directed=False)
+    forests = average_forests(comp, lambda rows: (X[rows] @ X[rows].T).toarray())
+    return forest_cut(forests, len(records))
+
+
+def average_forests(comp: np.ndarray, similarity: Callable[[np.ndarray], np.ndarray]) -> list[Any]:
+    """Average-linkage HAC inside each component (``comp``: (n,) component of each
+    row): (rows, linkage matrix or None for a single row) per component, from
+    ``similarity(rows)``, the (r, r) similarities of the component's rows."""
+    from scipy.cluster.hierarchy import linkage
+    from scipy.spatial.distance import squareform
+
     forests = []
     for c in np.unique(comp):
         rows = np.flatnonzero(comp == c)
         if rows.size == 1:
             forests.append((rows, None))
             continue
-        D = np.clip(1.0 - (X[rows] @ X[rows].T).toarray(), 0, 2)
+        D = np.clip(1.0 - similarity(rows), 0, 2)
         np.fill_diagonal(D, 0)
         forests.append((rows, linkage(squareform(D, checks=False), "average")))
+    return forests
+
+
+def forest_cut(forests: list[Any], n: int) -> Callable[[float], list[str]]:
+    """A function cutting :func:`average_forests` at a similarity: a label per row."""
+    from scipy.cluster.hierarchy import fcluster
 
     def cut(sim: float) -> list[str]:
-        labels = np.empty(len(records), dtype=object)
+        labels = np.empty(n, dtype=object)
         for i, (rows, Z) in enumerate(forests):
             if Z is None:
                 labels[rows] = f"{i}"
