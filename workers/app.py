@@ -8,6 +8,7 @@ from er.config import get_settings
 from workers.schedule import beat_schedule
 
 settings = get_settings()
+INGEST_QUEUE = "celery"  # Celery's default queue: er.ingest and er.evaluate
 CLUSTER_QUEUE = "er.cluster"  # the writers' queue; the collection lock makes one writer each
 TIME_LIMIT = 3600
 CLUSTER_BUDGET_S = TIME_LIMIT / 6  # a cluster task takes no new batch past this
@@ -40,11 +41,12 @@ app.conf.update(
     broker_transport_options={
         # an unacknowledged task returns to the queue after this long: longer than any batch
         "visibility_timeout": 2 * TIME_LIMIT,
-        # Redis: poll the queues in name order, so "celery" (ingest) drains before the
-        # "er.*" writers' queues. Ingest is cheap and makes records durable; the cluster
-        # task then finds the backlog pending and overlaps each batch's graph write with
-        # the next batch's work (er.pipeline.lane._Lane). Round-robin polling alternated one
-        # ingest with one cluster task, so a cluster task never saw two pending batches.
+        # Redis: poll the queues in name order, so where one process takes both
+        # (`er worker --ingesters 0`) "celery" (ingest) drains before the "er.*" writers'
+        # queues and a cluster task finds a backlog pending, to step in groups and to
+        # overlap each step's graph write with the next (er.pipeline.lane._Lane).
+        # Round-robin polling alternated one ingest with one cluster task, so a cluster
+        # task never saw two pending batches. By default ingest has processes of its own.
         "queue_order_strategy": "sorted",
     },
     result_expires=24 * 3600,

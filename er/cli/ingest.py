@@ -174,7 +174,7 @@ def _wait_resolved(settings: Any, collection: str, seqs: set[int], timeout: floa
                 Batch.collection_id == coll_id, Batch.seq.in_(window)
             )
             with Session(engine) as session:
-                status = dict(session.execute(query).tuples().all())
+                status = {seq: st for seq, st in session.execute(query)}
             waiting = [s for s in window if status.get(s, "done") not in ("done", "failed")]
             pending = waiting + pending[WAIT_WINDOW:]
             if waiting and time.monotonic() > deadline:

@@ -172,6 +172,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("worker", help="a Celery worker for er's tasks")
     p.add_argument("--collection", action="append", default=[])
+    p.add_argument(
+        "--ingesters",
+        type=int,
+        default=1,
+        help="processes beside the writer that store incoming batches (default 1; "
+        "0: the writer's process takes them first, between its batches)",
+    )
+    p.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="take only the ingest queue (what --ingesters starts; more of them scale ingest)",
+    )
+    p.add_argument("--parent", type=int, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_worker)
     p = sub.add_parser("beat", help="Celery beat: scheduled evaluations (ER_EVAL_SCHEDULE)")
     p.set_defaults(func=cmd_beat)

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
+import signal
+import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from er.cli._common import _database, _graph, _settings
@@ -57,13 +62,60 @@ def _celery(*argv: str) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from workers.app import CLUSTER_QUEUE
+    """The writer's queues in this process; ``--ingesters`` processes beside it take the
+    ingest queue, so a bulk load is stored while the writer clusters what is stored."""
+    from workers.app import CLUSTER_QUEUE, INGEST_QUEUE
 
     settings = _settings()
     _broker(settings)
-    cmd_init(args)  # the stores' schemas, before the first task
-    queues = ["celery", CLUSTER_QUEUE, *(f"er.{c}" for c in args.collection or [])]
-    return _celery("worker", "--loglevel", "INFO", "--pool", "solo", "-Q", ",".join(queues))
+    if args.ingesters < 0:
+        raise ERError(f"--ingesters must be 0 or more, not {args.ingesters}.")
+    if args.parent is not None:  # started by _ingesters, which set up the stores
+        _die_with_parent(args.parent)
+    else:
+        cmd_init(args)  # the stores' schemas, before the first task
+    if args.ingest_only:
+        return _celery(*_SOLO, "-Q", INGEST_QUEUE, "-n", f"ingest-{os.getpid()}@%h")
+    queues = [CLUSTER_QUEUE, *(f"er.{c}" for c in args.collection or [])]
+    if args.ingesters == 0:  # one process takes both, the ingest queue first (workers.app)
+        return _celery(*_SOLO, "-Q", ",".join([INGEST_QUEUE, *queues]))
+    with _ingesters(args.ingesters):
+        return _celery(*_SOLO, "-Q", ",".join(queues))
+
+
+_SOLO = ("worker", "--loglevel", "INFO", "--pool", "solo")
+
+
+@contextlib.contextmanager
+def _ingesters(n: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``n`` ``er worker --ingest-only`` processes for as long as the block runs: stopped
+    (warm: the task in hand finishes) when it ends; on Linux they are sent SIGTERM when
+    this process dies, however it dies (``PR_SET_PDEATHSIG``, set by each child)."""
+    argv = [sys.executable, "-m", "er.cli", "worker", "--ingest-only", "--parent", str(os.getpid())]
+    procs = [subprocess.Popen(argv) for _ in range(n)]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGTERM to this process when ``parent`` ends (Linux; elsewhere a no-op); exits at
+    once if it has ended already."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != parent:  # it ended before the line above
+        raise SystemExit(0)
 
 
 def _broker(settings: Any) -> str:

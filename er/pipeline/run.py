@@ -19,7 +19,7 @@ from er.pipeline.ingest import ingest_records
 from er.pipeline.partition import entities
 from er.pipeline.queries import explain_pair, mention_entity, mention_history
 from er.pipeline.status import collection_status
-from er.pipeline.stores import _stores, _transient_sql
+from er.pipeline.stores import _engine, _stores, _transient_sql
 from er.pipeline.train import retrain
 from er.pipeline.writer import cluster_pending
 from er.stores.graph import GraphStore
@@ -91,14 +91,8 @@ def run_train(settings: Any, collection: str, from_gold: bool = False) -> dict[s
 
 def run_ingest(settings: Any, **kwargs: Any) -> dict[str, Any]:
     """Ingest one batch (``ingest_records``'s keyword arguments) and commit it."""
-    from er.stores.sql import make_engine
-
-    engine = make_engine(settings.sqlalchemy_url)
-    try:
-        with _transient_sql(), Session(engine) as session, session.begin():
-            return ingest_records(session, **kwargs)
-    finally:
-        engine.dispose()
+    with _transient_sql(), Session(_engine(settings)) as session, session.begin():
+        return ingest_records(session, **kwargs)
 
 
 def run_entities(

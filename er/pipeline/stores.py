@@ -17,6 +17,19 @@ _LOST_DATABASE = (OperationalError, InterfaceError)
 # Errors that leave a batch pending for the task's retry instead of failing it: a lost
 # store, or a task's soft time limit (celery raises billiard's exception in the task).
 _STORES: dict[tuple[str, str, str], tuple[Engine, GraphStore, contextlib.ExitStack]] = {}
+_ENGINES: dict[str, Engine] = {}
+
+
+def _engine(settings: Any) -> Engine:
+    """The process's SQL engine for these settings, opened once (an ingest worker, which
+    needs no graph, keeps its connection pool between tasks); disposed at exit."""
+    from er.stores.sql import make_engine
+
+    url = str(settings.sqlalchemy_url)
+    if url not in _ENGINES:
+        _ENGINES[url] = engine = make_engine(url)
+        atexit.register(engine.dispose)
+    return _ENGINES[url]
 
 
 def _stores(settings: Any) -> tuple[Engine, GraphStore]:
@@ -26,7 +39,6 @@ def _stores(settings: Any) -> tuple[Engine, GraphStore]:
     the graph's indexes are ensured once); they close when the process exits.
     """
     from er.stores.graph import open_graph_store
-    from er.stores.sql import make_engine
 
     key = (settings.sqlalchemy_url, settings.graph_url, str(settings.data_dir.resolve()))
     if key not in _STORES:
@@ -41,8 +53,7 @@ def _stores(settings: Any) -> tuple[Engine, GraphStore]:
             )
         )
         graph.init_schema()  # idempotent; without the key index every write scans
-        engine = make_engine(settings.sqlalchemy_url)
-        stack.callback(engine.dispose)
+        engine = _engine(settings)
         atexit.register(stack.close)
         _STORES[key] = (engine, graph, stack)
     engine, graph, _ = _STORES[key]
@@ -54,6 +65,9 @@ def close_stores() -> None:
     while _STORES:
         _, (_, _, stack) = _STORES.popitem()
         stack.close()
+    while _ENGINES:
+        _, engine = _ENGINES.popitem()
+        engine.dispose()
 
 
 @contextlib.contextmanager
