@@ -128,3 +128,24 @@ def test_a_batch_is_stored_in_arrival_order(session: Session) -> None:
         "m1",
         "z",
     ]
+
+
+@pytest.mark.postgres
+def test_a_kept_connection_plans_each_statement_for_its_values(pg_url: str) -> None:
+    """The server holds no prepared statement however often one query runs on a
+    connection: a generic plan kept from when the table was small became a scan (the
+    ingest lookup of a batch's ids grew from 0.25 to 3.5 s between 25k and 125k)."""
+    from er.stores.sql import stored_payloads
+
+    engine = make_engine(pg_url)
+    upgrade(engine)
+    try:
+        with Session(engine) as s, s.begin():
+            coll = get_or_create_collection(s, "prepared")
+            for _ in range(8):  # psycopg prepares after the fifth run by default
+                stored_payloads(s, coll.id, [f"m{i}" for i in range(50)])
+            held = s.execute(text("SELECT count(*) FROM pg_prepared_statements")).scalar()
+            s.rollback()
+        assert held == 0
+    finally:
+        engine.dispose()
