@@ -44,20 +44,20 @@ from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_quality import (
-    _add_half,
     average_forests,
     clean,
-    folds,
     forest_cut,
-    score,
+    halves_score,
     tfidf_hac_tree,
 )
 from datasets import load
 
 from er.cluster import MBSCC
+from er.cluster._graph import best_per_row, row_entries
+from er.evaluation import cut_at_score
 from er.featurize._normalize import normalise_text
 from er.match._model import level_bits
-from er.match._train import _fit_em, _frequencies, random_pairs
+from er.match._train import _fit_em, _frequencies, random_pairs, starting_m
 
 CUTS = (0.2, 0.3, 0.5)
 K = 10
@@ -102,19 +102,6 @@ class Views:
         )
 
 
-def _start_m(n_levels: int) -> NDArray[np.float64]:
-    """EM's starting m: the top level most likely for matches (as er's _blank)."""
-    m = np.zeros(n_levels)
-    m[0], m[1] = 1.0, 0.1
-    if n_levels > 3:
-        close = np.arange(1, n_levels - 2, dtype=np.float64)
-        m[2:-1] = 0.2 * close / close.sum()
-        m[-1] = 0.7
-    else:
-        m[-1] = 0.9
-    return m
-
-
 def _candidates(X: object, n: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Distinct unordered pairs of each record and its K nearest by cosine."""
     from sklearn.neighbors import NearestNeighbors
@@ -130,27 +117,19 @@ def _mean_linkage(
     n: int, pairs: tuple[NDArray[np.int64], NDArray[np.int64]], prob: NDArray[np.float64]
 ) -> Callable[[float], NDArray[np.int64]]:
     """er's pipeline core on the scored candidates: a cut at a probability."""
-    rows, cols = np.r_[pairs[0], pairs[1]], np.r_[pairs[1], pairs[0]]
-    vals = np.r_[prob, prob]
-    order = np.lexsort((-vals, rows))
-    rows, cols, vals = rows[order], cols[order], vals[order]
-    count = np.bincount(rows, minlength=n)
-    pos = np.arange(rows.size) - np.r_[0, np.cumsum(count)[:-1]][rows]
-    idx = -np.ones((n, max(int(count.max()), 1)), np.int64)
-    sim = np.zeros(idx.shape, np.float32)
-    idx[rows, pos], sim[rows, pos] = cols, vals
+    from scipy import sparse
+
+    both = (np.r_[pairs[0], pairs[1]], np.r_[pairs[1], pairs[0]])
+    P = sparse.csr_array((np.r_[prob, prob], both), shape=(n, n))
+    width = max(int(np.diff(P.indptr).max()), 1)
+    pos, row = row_entries(P.indptr, np.arange(n))
+    col = pos - P.indptr[row]
+    idx, sim = np.full((n, width), -1, np.int64), np.zeros((n, width), np.float32)
+    idx[row, col], sim[row, col] = P.indices[pos], P.data[pos]
     core = MBSCC(linkage="mean", schedule="geometric", n_levels=30, tau_min=0.05)
-    tree = core.partial_fit(np.zeros((n, 1), np.float32), neighbors=(idx, sim)).hierarchy_
-    parent, height = tree.parents(), tree.score
-
-    def cut(t: float) -> NDArray[np.int64]:
-        label = np.arange(n)
-        for i in range(n):
-            while parent[label[i]] >= 0 and height[parent[label[i]]] >= t:
-                label[i] = parent[label[i]]
-        return label
-
-    return cut
+    neighbors = best_per_row(idx, sim, width)
+    tree = core.partial_fit(np.zeros((n, 1), np.float32), neighbors=neighbors).hierarchy_
+    return lambda t: cut_at_score(tree, t)
 
 
 def _average_linkage(
@@ -179,14 +158,6 @@ def _average_linkage(
     return forest_cut(average_forests(comp, similarity), n)
 
 
-def _halves(gold: list[str], pred: list[str]) -> dict[str, float]:
-    fold = folds(gold)
-    out: dict[str, float] = {}
-    for k in (0, 1):
-        _add_half(out, score(gold, pred, np.flatnonzero(fold != k)))
-    return {k: round(v, 4) for k, v in out.items()}
-
-
 def main() -> None:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     records, gold, _ = load("leipzig")
@@ -199,7 +170,7 @@ def main() -> None:
         _frequencies(views.levels(*random_pairs(n, 500_000, 0))[:, f], k)
         for f, k in enumerate(N_LEVELS)
     ]
-    m0 = [_start_m(k) for k in N_LEVELS]
+    m0 = [starting_m(k) for k in N_LEVELS]
     total = n * (n - 1) // 2
     m, prior, post = _fit_em(cand, m0, u, total)
     same = np.asarray(gold)[pairs[0]] == np.asarray(gold)[pairs[1]]
@@ -236,7 +207,8 @@ def main() -> None:
     }
     for name, cut in systems.items():
         for t in CUTS:
-            print(json.dumps({"system": name, "cut": t, **_halves(gold, cut(t))}))
+            half = {k: round(v, 4) for k, v in halves_score(gold, cut(t)).items()}
+            print(json.dumps({"system": name, "cut": t, **half}))
 
 
 if __name__ == "__main__":

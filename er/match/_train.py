@@ -363,22 +363,35 @@ def _pattern_counts(
 
 
 def _blank(name: str, kind: str) -> FieldWeights:
-    """Starting m and u: the exact level most likely for matches (0.7), the close levels
-    next (0.2 between them, the closer more), far least (0.1); far most likely for
-    non-matches."""
+    """Starting m (:func:`starting_m`) and u (far most likely for non-matches) of a
+    field of type ``kind``."""
     n = LADDERS[kind].n_levels
-    m = np.zeros(n)
-    m[1] = 0.1
-    if n > 3:
-        closeness = np.arange(1, n - 2, dtype=np.float64)
-        m[2 : n - 1] = 0.2 * closeness / closeness.sum()
+    m = starting_m(n)
+    u = np.full(n, 0.05 / max(n - 2, 1))
+    u[1] = 0.95
+    u[0] = 1.0
+    return FieldWeights(name=name, kind=kind, m=tuple(m), u=tuple(u))
+
+
+def starting_m(n_levels: int) -> NDArray[np.float64]:
+    """EM's starting m over a ladder of ``n_levels`` (index 0 missing, 1 far, the last
+    exact): exact most likely for matches (0.7), the close levels next (0.2 between
+    them, the closer more), far least (0.1).
+
+    Returns
+    -------
+    ndarray of float64, shape (n_levels,)
+        Missing's entry is 1 (missing is no evidence, never a level EM weighs).
+    """
+    m = np.zeros(n_levels)
+    m[0], m[1] = 1.0, 0.1
+    if n_levels > 3:
+        closeness = np.arange(1, n_levels - 2, dtype=np.float64)
+        m[2 : n_levels - 1] = 0.2 * closeness / closeness.sum()
         m[-1] = 0.7
     else:
         m[-1] = 0.9
-    u = np.full(n, 0.05 / max(n - 2, 1))
-    u[1] = 0.95
-    m[0] = u[0] = 1.0
-    return FieldWeights(name=name, kind=kind, m=tuple(m), u=tuple(u))
+    return m
 
 
 def _plausible(
