@@ -58,6 +58,10 @@ def cluster(collection: str) -> list[dict[str, Any]]:
     """
     from er.pipeline import has_pending, run_cluster
 
+    # each ingested batch queues one of these after its commit, and a run takes every
+    # batch pending when it starts: most of a bulk load's messages find nothing left
+    if not has_pending(settings, collection):
+        return []
     reports = run_cluster(settings, collection, budget_s=CLUSTER_BUDGET_S, flush=False)
     if reports and has_pending(settings, collection):
         cluster.apply_async(kwargs={"collection": collection}, queue=CLUSTER_QUEUE)

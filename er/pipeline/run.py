@@ -23,11 +23,7 @@ from er.pipeline.stores import _engine, _stores, _transient_sql
 from er.pipeline.train import retrain
 from er.pipeline.writer import cluster_pending
 from er.stores.graph import GraphStore
-from er.stores.sql import (
-    Mention,
-    find_collection,
-    pending_batches,
-)
+from er.stores.sql import Mention, any_pending, find_collection
 
 logger = logging.getLogger(__name__)
 
@@ -198,4 +194,4 @@ def has_pending(settings: Any, collection: str) -> bool:
     engine, _ = _stores(settings)
     with _transient_sql(), Session(engine) as session:
         coll = find_collection(session, collection)
-        return coll is not None and bool(pending_batches(session, coll.id))
+        return coll is not None and any_pending(session, coll.id)

@@ -149,3 +149,23 @@ def test_a_kept_connection_plans_each_statement_for_its_values(pg_url: str) -> N
         assert held == 0
     finally:
         engine.dispose()
+
+
+def test_any_pending_follows_every_status(session: Session) -> None:
+    from er.stores.sql import any_pending, finish_batch, open_batch, pending_batches
+
+    coll = get_or_create_collection(session, "pending")
+    other = get_or_create_collection(session, "other")
+    assert not any_pending(session, coll.id)
+    batches = [open_batch(session, coll.id) for _ in range(3)]
+    session.flush()
+    batches[1].status = "running"
+    for ends in ("done", "failed", "done"):
+        assert any_pending(session, coll.id) == bool(pending_batches(session, coll.id))
+        left = [b for b in batches if b.status in ("pending", "running")]
+        finish_batch(session, left[0].id, ends, {}, None)
+        session.flush()
+    assert not any_pending(session, coll.id) and not pending_batches(session, coll.id)
+    open_batch(session, other.id)
+    session.flush()
+    assert not any_pending(session, coll.id) and any_pending(session, other.id)

@@ -20,6 +20,8 @@ from typing import Any
 import psutil
 import pytest
 
+from er.cli.service import INGEST_NICENESS
+
 from ._procs import stop_all
 
 pytestmark = [pytest.mark.celery, pytest.mark.postgres, pytest.mark.graph, pytest.mark.slow]
@@ -107,6 +109,8 @@ def test_ingest_runs_beside_the_writer_and_dies_with_it(
         (child,) = _ingesters(worker)
         # the writer takes only the writers' queue, its ingest process only ingest
         assert queues == {worker.pid: {"er.cluster"}, child.pid: {"celery"}}
+        # and yields the processor to the writer, the collection's bottleneck
+        assert child.nice() == psutil.Process(worker.pid).nice() + INGEST_NICENESS
         done = _ingest(env, records, "w")
         assert done["accepted"] == 600 and done["batch_seqs"] == list(range(1, 7))
         status = json.loads(

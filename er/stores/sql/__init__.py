@@ -1,6 +1,7 @@
 """Relational store: SQLAlchemy 2 models and data functions (PostgreSQL, SQLite)."""
 
 from er.stores.sql._batches import (
+    any_pending,
     batch_counts,
     batch_mentions,
     batches_after,
@@ -37,6 +38,7 @@ __all__ = [
     "EvalRun",
     "Mention",
     "RejectedRecord",
+    "any_pending",
     "batch_counts",
     "batch_mentions",
     "batches_after",

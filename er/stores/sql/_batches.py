@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from er.stores.sql._models import Batch, Collection, Mention, RejectedRecord
 
 __all__ = [
+    "any_pending",
     "batch_counts",
     "batch_mentions",
     "lock_collection",
@@ -132,6 +133,16 @@ def pending_batches(session: Session, collection_id: int) -> list[Batch]:
         .order_by(Batch.seq)
     )
     return list(session.scalars(query))
+
+
+def any_pending(session: Session, collection_id: int) -> bool:
+    """Whether a batch of the collection is not yet done or failed (one row read)."""
+    query = (
+        select(Batch.id)
+        .where(Batch.collection_id == collection_id, Batch.status.in_(("pending", "running")))
+        .limit(1)
+    )
+    return session.scalar(query) is not None
 
 
 def batches_after(session: Session, collection_id: int, seq: int) -> list[Batch]:
