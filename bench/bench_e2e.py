@@ -254,7 +254,7 @@ class PeakRss:
                 root = psutil.Process(self.worker)
                 for proc in [root, *root.children(recursive=True)]:
                     with contextlib.suppress(psutil.Error):
-                        group = "graph_db" if "redis" in proc.name() else "worker"
+                        group = "graph_db" if _group(proc) == "graph_db" else "worker"
                         now[group] = now.get(group, 0.0) + _pss(proc) / 2**30
                 now["together"] = sum(now.values())
                 for group, gib in now.items():

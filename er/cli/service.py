@@ -91,14 +91,14 @@ INGEST_NICENESS = 5  # added to the niceness of the ingest processes the writer 
 
 
 @contextlib.contextmanager
-def _ingesters(n: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+def _ingesters(n: int) -> Iterator[None]:
     """``n`` ``er worker --ingest-only`` processes for as long as the block runs: stopped
     (warm: the task in hand finishes) when it ends; on Linux they are sent SIGTERM when
     this process dies, however it dies (``PR_SET_PDEATHSIG``, set by each child)."""
     argv = [sys.executable, "-m", "er.cli", "worker", "--ingest-only", "--parent", str(os.getpid())]
     procs = [subprocess.Popen(argv) for _ in range(n)]
     try:
-        yield procs
+        yield
     finally:
         for proc in procs:
             proc.terminate()
