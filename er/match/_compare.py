@@ -15,7 +15,7 @@ few pairs that need set logic (nicknames, ambiguous dates).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -25,6 +25,8 @@ from numpy.typing import NDArray
 from rapidfuzz import fuzz
 from rapidfuzz.distance import DamerauLevenshtein, JaroWinkler
 from rapidfuzz.process import cpdist
+
+from er.match._views import VIEW_KINDS, view_levels
 
 __all__ = ["LADDERS", "Ladder", "compare_field"]
 
@@ -90,6 +92,26 @@ LADDERS: dict[str, Ladder] = {
     ),
     "category": Ladder(("missing", "far", "exact"), ()),
     "number": Ladder(("missing", "far", "within 5%", "exact"), (("ratio", 0.95),)),
+    # the views of free text (er.match._views): levels computed there, no rungs here
+    "text_grams": Ladder(
+        ("missing", "far (3-gram cosine < 0.4)", "similar (>= 0.4)", "close (>= 0.6)", ">= 0.8"),
+        (),
+    ),
+    "text_share": Ladder(
+        (
+            "missing",
+            "rare words apart (< 0.3)",
+            "some shared (>= 0.3)",
+            "most (>= 0.6)",
+            "all (>= 0.9)",
+        ),
+        (),
+    ),
+    "text_rarest": Ladder(
+        ("missing", "neither rarest word shared", "one side's rarest word shared", "both shared"),
+        (),
+    ),
+    "text_numbers": Ladder(("missing", "numbers differ", "a number shared"), ()),
 }
 
 
@@ -98,6 +120,8 @@ def compare_field(
     vocab: Sequence[str],
     a: NDArray[np.int64],
     b: NDArray[np.int64],
+    df: Mapping[str, float] | None = None,
+    df_floor: float | None = None,
 ) -> NDArray[np.int8]:
     """Comparison level of each pair for one field.
 
@@ -115,6 +139,8 @@ def compare_field(
     ndarray of int8, shape (p,)
         Level of each pair (see the module docstring).
     """
+    if kind in VIEW_KINDS:
+        return _compare_view(kind, vocab, a, b, df or {}, df_floor)
     ladder = LADDERS[kind]
     top = ladder.n_levels - 1
     level = np.ones(a.shape, np.int8)
@@ -125,14 +151,40 @@ def compare_field(
         return level
     # distinct code pairs only: common values repeat across many candidate pairs
     # (one int64 key per pair: np.unique over rows sorts a structured view, 4x slower)
-    width = np.int64(len(vocab))
-    keys, inverse = np.unique(a[todo] * width + b[todo], return_inverse=True)
-    left = [vocab[i] for i in (keys // width).tolist()]
-    right = [vocab[i] for i in (keys % width).tolist()]
-    reached = np.ones(keys.size, np.int8)
+    left, right, inverse = _distinct(vocab, a[todo], b[todo])
+    reached = np.ones(len(left), np.int8)
     for rung, (measure, threshold) in enumerate(ladder.rungs, start=2):
         reached[_MEASURES[measure](left, right, threshold)] = rung
-    level[todo] = reached[inverse.ravel()]
+    level[todo] = reached[inverse]
+    return level
+
+
+def _distinct(
+    vocab: Sequence[str], a: NDArray[np.int64], b: NDArray[np.int64]
+) -> tuple[list[str], list[str], NDArray[np.int64]]:
+    """The distinct code pairs' values and, per pair, the index of its distinct pair."""
+    width = np.int64(len(vocab))
+    keys, inverse = np.unique(a * width + b, return_inverse=True)
+    left = [vocab[i] for i in (keys // width).tolist()]
+    right = [vocab[i] for i in (keys % width).tolist()]
+    return left, right, inverse.ravel()
+
+
+def _compare_view(
+    kind: str,
+    vocab: Sequence[str],
+    a: NDArray[np.int64],
+    b: NDArray[np.int64],
+    df: Mapping[str, float],
+    df_floor: float | None,
+) -> NDArray[np.int8]:
+    """Levels of one view of free text (er.match._views), equal values included (the
+    numbers view has no "exact": equal text without digits is missing there)."""
+    level = np.zeros(a.shape, np.int8)
+    todo = np.flatnonzero((a >= 0) & (b >= 0))
+    if todo.size:
+        left, right, inverse = _distinct(vocab, a[todo], b[todo])
+        level[todo] = view_levels(kind, left, right, df, df_floor)[inverse]
     return level
 
 

@@ -90,6 +90,13 @@ class FieldWeights:
     one_sided : bool
         A context field beside identity fields: no level weighs below 0 (module
         docstring).
+    source : str or None
+        The record field a view of free text compares (er.match._views); None: the
+        field ``name`` itself.
+    df : mapping of str to float
+        A view's frozen document frequencies (er.match._views.document_frequencies).
+    df_floor : float or None
+        The document frequency of any gram or word not in ``df``.
     """
 
     name: str
@@ -99,6 +106,14 @@ class FieldWeights:
     tf: Mapping[str, float] = field(default_factory=dict)
     tf_floor: float | None = None
     one_sided: bool = False
+    source: str | None = None
+    df: Mapping[str, float] = field(default_factory=dict)
+    df_floor: float | None = None
+
+    @property
+    def column(self) -> str:
+        """The record field this one compares."""
+        return self.source if self.source is not None else self.name
 
     def level_weights(self) -> NDArray[np.float64]:
         """(n_levels,) log2(m / u) per level (:func:`level_bits`)."""
@@ -153,14 +168,20 @@ class PairModel:
         """(p, n_fields) comparison level of each pair in each field."""
         codes = table.codes
         out = np.empty((left.size, len(self.fields)), np.int8)
-        for f, fw in enumerate(self.fields):
+        for f, (fw, c) in enumerate(zip(self.fields, self.columns(table), strict=True)):
             out[:, f] = compare_field(
                 fw.kind,
-                table.vocab[f],
-                codes[left, f].astype(np.int64),
-                codes[right, f].astype(np.int64),
+                table.vocab[c],
+                codes[left, c].astype(np.int64),
+                codes[right, c].astype(np.int64),
+                fw.df,
+                fw.df_floor,
             )
         return out
+
+    def columns(self, table: FieldTable) -> list[int]:
+        """The table column each field compares (views of free text share theirs)."""
+        return [table.fields.index(fw.column) for fw in self.fields]
 
     def weights(
         self, table: FieldTable, left: NDArray[np.int64], right: NDArray[np.int64]
@@ -175,12 +196,12 @@ class PairModel:
         levels = self.levels(table, left, right)
         out = np.empty(levels.shape, np.float64)
         codes = table.codes
-        for f, fw in enumerate(self.fields):
+        for f, (fw, c) in enumerate(zip(self.fields, self.columns(table), strict=True)):
             out[:, f] = fw.level_weights()[levels[:, f]]
             exact = np.flatnonzero(levels[:, f] == len(fw.m) - 1)
             if exact.size and fw.tf_floor is not None:  # each distinct value looked up once
-                values, at = np.unique(codes[left[exact], f], return_inverse=True)
-                bonus = fw.tf_bonus([table.vocab[f][c] for c in values])
+                values, at = np.unique(codes[left[exact], c], return_inverse=True)
+                bonus = fw.tf_bonus([table.vocab[c][v] for v in values])
                 # log2(m / tf(v)), one-sided after the value's frequency is in
                 w = level_bits(fw.m, fw.u)[-1] + bonus[at.ravel()]
                 out[exact, f] = np.maximum(w, 0.0) if fw.one_sided else w
@@ -237,8 +258,8 @@ class PairModel:
             {
                 "field": fw.name,
                 "type": fw.kind,
-                "a": va[fw.name],
-                "b": vb[fw.name],
+                "a": va[fw.column],
+                "b": vb[fw.column],
                 "level": LADDERS[fw.kind].names[int(lv[0, f])],
                 "weight": float(w[0, f]),
             }
@@ -272,6 +293,7 @@ class PairModel:
                     "tf": dict(sorted(f.tf.items())),
                     "tf_floor": f.tf_floor,
                     "one_sided": f.one_sided,
+                    **_view_json(f),
                 }
                 for f in self.fields
             ],
@@ -290,6 +312,10 @@ class PairModel:
                 tf_floor=f["tf_floor"],
                 # models stored before one-sided fields weigh every field both ways
                 one_sided=bool(f.get("one_sided", False)),
+                # models stored before the views of free text have none
+                source=f.get("source"),
+                df=dict(f.get("df", {})),
+                df_floor=f.get("df_floor"),
             )
             for f in doc["fields"]
         )
@@ -302,6 +328,13 @@ class PairModel:
             # models stored before the correction have none
             dependence={int(k): float(v) for k, v in doc.get("dependence", {}).items()},
         )
+
+
+def _view_json(f: FieldWeights) -> dict[str, Any]:
+    """A view's own keys (none for a plain field: its stored form as before views)."""
+    if f.source is None:
+        return {}
+    return {"source": f.source, "df": dict(sorted(f.df.items())), "df_floor": f.df_floor}
 
 
 def _logit2(p: float) -> float:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -49,6 +49,7 @@ from er.match._dependence import (
 )
 from er.match._model import FieldWeights, PairModel, level_bits, one_sided_fields
 from er.match._table import FieldTable
+from er.match._views import document_frequencies, model_fields
 
 __all__ = ["random_pairs", "train_pair_model"]
 
@@ -139,7 +140,11 @@ def train_pair_model(
     version : int
         Version number the model carries.
     """
-    protos = [_blank(name, kind) for name, kind in zip(table.fields, kinds, strict=True)]
+    protos = [
+        _blank(name, kind, source, table)
+        for name, kind, source in model_fields(table.fields, kinds)
+    ]
+    kinds = [p.kind for p in protos]  # the model's fields: views of free text expanded
     proto = PairModel(fields=tuple(protos), prior=0.5)
     left, right = candidates
     cand_levels = proto.levels(table, left, right)
@@ -174,17 +179,16 @@ def train_pair_model(
             fallback = _clip_prior(FALLBACK_DUPLICATES / max(n - 1, 1))
             m, prior, method, dependence = blank_m, fallback, "prior", {}
     fields = tuple(
-        FieldWeights(
-            name=p.name,
-            kind=p.kind,
+        replace(
+            p,
             m=tuple(mf.tolist()),
             u=tuple(uf.tolist()),
             tf=tf,
             tf_floor=floor,
             one_sided=side,
         )
-        for f, (p, mf, uf, side) in enumerate(zip(protos, m, u, sides, strict=True))
-        for tf, floor in [_term_frequencies(table, f)]
+        for p, mf, uf, side in zip(protos, m, u, sides, strict=True)
+        for tf, floor in [_term_frequencies(table, p)]
     )
     return PairModel(
         fields, prior, version=version, method=method, n_train=n, dependence=dependence
@@ -362,15 +366,26 @@ def _pattern_counts(
     return count_patterns(np.concatenate([cand_levels, others]), weights, n_pairs=total)
 
 
-def _blank(name: str, kind: str) -> FieldWeights:
+def _blank(name: str, kind: str, source: str | None, table: FieldTable) -> FieldWeights:
     """Starting m (:func:`starting_m`) and u (far most likely for non-matches) of a
-    field of type ``kind``."""
+    field of type ``kind``; a view of free text (``source`` not None) with its document
+    frequencies counted on the table's records."""
     n = LADDERS[kind].n_levels
     m = starting_m(n)
     u = np.full(n, 0.05 / max(n - 2, 1))
     u[1] = 0.95
     u[0] = 1.0
-    return FieldWeights(name=name, kind=kind, m=tuple(m), u=tuple(u))
+    out = FieldWeights(name=name, kind=kind, m=tuple(m), u=tuple(u), source=source)
+    if source is None:
+        return out
+    df, floor = document_frequencies(kind, _present(table, table.fields.index(source)))
+    return replace(out, df=df, df_floor=floor)
+
+
+def _present(table: FieldTable, c: int) -> list[str]:
+    """The values of column ``c`` of the records that have one."""
+    codes = table.codes[:, c]
+    return [table.vocab[c][v] for v in codes[codes >= 0].tolist()]
 
 
 def starting_m(n_levels: int) -> NDArray[np.float64]:
@@ -501,8 +516,14 @@ def _fit_em(
     return m, prior, post
 
 
-def _term_frequencies(table: FieldTable, f: int) -> tuple[dict[str, float], float | None]:
-    """The field's value frequencies: values seen twice or more, and the floor."""
+def _term_frequencies(
+    table: FieldTable, field: FieldWeights
+) -> tuple[dict[str, float], float | None]:
+    """The field's value frequencies: values seen twice or more, and the floor (none
+    for a view of free text: its top level is no equality of values)."""
+    if field.source is not None:
+        return {}, None
+    f = table.fields.index(field.name)
     codes = table.codes[:, f]
     present = codes[codes >= 0]
     if present.size == 0:

@@ -11,6 +11,7 @@ from er.cluster import MBSCC
 from er.exceptions import ConfigError
 from er.featurize import Featurizer, FeaturizerConfig, FieldTypes, infer_config
 from er.match import PairModel
+from er.match._views import free_text_only
 
 DEFAULT_CUT = 0.5  # entity cut for collections whose config names none
 
@@ -110,10 +111,17 @@ def new_collection_config(
         featurizer = infer_config(objects, id_field=id_field, gold_field=gold_field)
     algorithm = given.get("algorithm", DEFAULT_ALGORITHM)
     scoring = _scoring(given, featurizer)
-    params = given.get("params", _default_params(algorithm, scoring))
+    types = None
+    if scoring == "pair_model":
+        objects = [r for r in records if isinstance(r, Mapping)]
+        names = [f.name for f in featurizer.fields]
+        types = FieldTypes.infer(
+            objects, names, given.get("field_types"), featurizer.max_field_chars
+        )
+    free_text = types is not None and free_text_only(types.kinds)
+    params = given.get("params", _default_params(algorithm, scoring, free_text))
     _make_core(algorithm, params)
-    default_cut = DEFAULT_PAIR_CUT if scoring == "pair_model" else DEFAULT_ENTITY_CUT
-    cut = given.get("cut_threshold", default_cut)
+    cut = given.get("cut_threshold", _default_cut(scoring, free_text))
     if isinstance(cut, bool) or not isinstance(cut, int | float):
         raise ConfigError(f"collection config: cut_threshold must be a number. Got {cut!r}.")
     out = {
@@ -125,12 +133,7 @@ def new_collection_config(
         "cut_threshold": float(cut),
         "scoring": scoring,
     }
-    if scoring == "pair_model":
-        objects = [r for r in records if isinstance(r, Mapping)]
-        names = [f.name for f in featurizer.fields]
-        types = FieldTypes.infer(
-            objects, names, given.get("field_types"), featurizer.max_field_chars
-        )
+    if types is not None:
         out["field_types"] = types.to_json()
         if "featurizer" not in given:
             out["featurizer"] = _candidate_weights(featurizer, types.to_json()).to_json()
@@ -184,7 +187,30 @@ def _candidate_weights(featurizer: FeaturizerConfig, types: Mapping[str, str]) -
 PAIR_FLOOR = 0.05
 
 
-def _default_params(algorithm: str, scoring: str) -> dict[str, Any]:
+# A free-text collection (er.match._views: no name, date or id beside its text) is
+# clustered by sparse average linkage over each mention's FREE_TEXT_K nearest: its
+# pair probabilities are soft (a pair of affiliations of one institute is 0.3 as often
+# as 0.9), and the mean over the candidate pairs between two clusters, which ignores
+# the pairs the index did not propose, chains institutes together (Leipzig pairwise
+# F1 0.24 at any cut, bench/RESULTS.md "Free text alone"). Counting a pair left out of
+# 30 neighbours as no match keeps them apart, and 30 neighbours hold an institute's
+# variants (the average over 60 or 100 neighbours, or over every pair of a component
+# scored, is no better on Leipzig). Its cut is lower than a pair's 0.5: an average
+# over an entity's pairs, many of them weak, is lower than a match's probability;
+# chosen on PATSTAT's firm names alone (set "patstat-names": pairwise F1 0.642, 0.662,
+# 0.636, 0.601, 0.580 at 0.1, 0.15, 0.2, 0.3, 0.5; the floor 0.05 is no cut)
+# before Leipzig was read through the pipeline.
+FREE_TEXT_K = 30
+DEFAULT_FREE_TEXT_CUT = 0.15
+
+
+def _default_cut(scoring: str, free_text: bool) -> float:
+    if scoring != "pair_model":
+        return DEFAULT_ENTITY_CUT
+    return DEFAULT_FREE_TEXT_CUT if free_text else DEFAULT_PAIR_CUT
+
+
+def _default_params(algorithm: str, scoring: str, free_text: bool = False) -> dict[str, Any]:
     """MBSCC on a pair model's probabilities links clusters by the mean probability of
     the candidate pairs between them: a pair the index did not propose is no evidence,
     where sparse average linkage counts it as a certain non-match and so cannot form an
@@ -193,6 +219,13 @@ def _default_params(algorithm: str, scoring: str) -> dict[str, Any]:
     "Entity resolution quality"); it merges down to PAIR_FLOOR, and a batch redoes only
     the floor components it touches (``marking="components"``, issue #30: the same
     hierarchy as a whole re-run, at a cost that follows the batch)."""
+    if algorithm == "mbscc" and scoring == "pair_model" and free_text:
+        return {
+            "linkage": "average",
+            "tau_min": PAIR_FLOOR,
+            "marking": "components",
+            "k": FREE_TEXT_K,
+        }
     if algorithm == "mbscc" and scoring == "pair_model":
         return {"linkage": "mean", "tau_min": PAIR_FLOOR, "marking": "components"}
     return {}

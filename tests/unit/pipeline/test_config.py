@@ -73,3 +73,26 @@ def test_a_bad_candidates_choice_is_one_clear_line(given: dict, says: str) -> No
     with pytest.raises(ConfigError, match=says) as err:
         new_collection_config(RECORDS, id_field="rec_id", gold_field=None, given=given)
     assert "\n" not in str(err.value)
+
+
+def test_a_free_text_collection_gets_average_linkage_its_neighbours_and_cut() -> None:
+    """Free text alone (er.match._views): sparse average over FREE_TEXT_K neighbours,
+    cut DEFAULT_FREE_TEXT_CUT; a firm's name beside it keeps the pair defaults."""
+    from er.pipeline.config import DEFAULT_FREE_TEXT_CUT, DEFAULT_PAIR_CUT, FREE_TEXT_K
+
+    text = [{"rec_id": r["rec_id"], "classes": r["classes"] + " extra words"} for r in RECORDS]
+    config = new_collection_config(text, id_field="rec_id", gold_field=None)
+    assert config["field_types"] == {"classes": "text"}
+    assert config["params"] == {
+        "linkage": "average",
+        "tau_min": 0.05,
+        "marking": "components",
+        "k": FREE_TEXT_K,
+    }
+    assert config["cut_threshold"] == DEFAULT_FREE_TEXT_CUT
+    given = new_collection_config(
+        text, id_field="rec_id", gold_field=None, given={"cut_threshold": 0.4}
+    )
+    assert given["cut_threshold"] == 0.4
+    firms = new_collection_config(RECORDS, id_field="rec_id", gold_field=None)
+    assert firms["params"]["linkage"] == "mean" and firms["cut_threshold"] == DEFAULT_PAIR_CUT
