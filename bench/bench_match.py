@@ -8,6 +8,7 @@ weights, the probability. Peer in the same run: the same levels computed pair by
 in a Python loop over rapidfuzz's single-pair calls (how a per-pair scorer would do it).
 
     python -m bench match --n 10000 --level hard
+    python -m bench match --set leipzig --k 30   # free text alone: its four views
 """
 
 from __future__ import annotations
@@ -51,13 +52,16 @@ def per_pair_levels(model, table, left, right) -> int:  # type: ignore[no-untype
 
     count = 0
     codes = table.codes
+    columns = model.columns(table)
     for a, b in zip(left.tolist(), right.tolist(), strict=True):
-        for f, fw in enumerate(model.fields):
+        for fw, c in zip(model.fields, columns, strict=True):
             compare_field(
                 fw.kind,
-                table.vocab[f],
-                codes[[a], f].astype(np.int64),
-                codes[[b], f].astype(np.int64),
+                table.vocab[c],
+                codes[[a], c].astype(np.int64),
+                codes[[b], c].astype(np.int64),
+                fw.df,
+                fw.df_floor,
             )
             count += LADDERS[fw.kind].n_levels > 0
     return count
@@ -69,8 +73,15 @@ def main() -> None:
     ap.add_argument("--level", default="hard", choices=("medium", "hard"))
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--peer-pairs", type=int, default=5_000, help="pairs the slow peer scores")
+    ap.add_argument("--set", help="a labelled set of bench quality instead (e.g. leipzig)")
     args = ap.parse_args()
-    records = real_people(args.n, level=args.level, seed=TEST_SEED)
+    if args.set:
+        from datasets import load
+
+        records = load(args.set)[0]
+        args.n, args.level = len(records), args.set
+    else:
+        records = real_people(args.n, level=args.level, seed=TEST_SEED)
     fields = [f for f in records[0] if f not in ("rec_id", "entity")]
     types = FieldTypes.infer(records[:1000], fields)
     batch = types.normalise(records)
@@ -90,7 +101,7 @@ def main() -> None:
     peer = time.process_time() - started
     print(f"types: {types.to_json()}")
     print(
-        f"{left.size:,} candidate pairs of {args.n:,} {args.level} people, "
+        f"{left.size:,} candidate pairs of {args.n:,} {args.level} records, "
         f"{(p >= 0.5).sum():,} at p >= 0.5"
     )
     print(f"er pair model: {seconds:.3f} CPU s = {left.size / seconds:,.0f} pairs/s (one core)")
