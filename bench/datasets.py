@@ -36,6 +36,7 @@ NAMES = [
     "febrl3-nodob",
     "patstat",
     "patstat-names",
+    "febrl3-text",
     "leipzig",
 ]
 
@@ -86,6 +87,17 @@ def _split_gold(
 def _febrl(name: str) -> Dataset:
     from er.demo import febrl_records
 
+    if name == "febrl3-text":  # free text alone: a tuning set of small entities
+        fields = ("given_name", "surname", "street_number", "address_1", "suburb", "state")
+        rows = [
+            {
+                "rec_id": r["rec_id"],
+                "entity": r["entity"],
+                "text": " ".join(r[f] for f in fields if r.get(f)),
+            }
+            for r in febrl_records("dataset3")
+        ]
+        return _split_gold(rows, "entity", family="febrl")
     if name in ("febrl4",):
         rows = febrl_records("dataset4a") + febrl_records("dataset4b")
     elif name == "febrl3-nodob":

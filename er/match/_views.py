@@ -23,8 +23,8 @@ with its own levels and its own trained weights:
 Document frequencies are counted on the training sample and frozen with the model
 (a word or gram seen in one training record or none gets the floor, one over the
 sample), so a replayed batch gets the same levels. The views and their thresholds
-were chosen on Leipzig in ``bench freetext`` (a study; bench/RESULTS.md), the cut
-that goes with them on PATSTAT's names alone (:data:`er.pipeline.config`).
+were set in ``bench freetext``, a study on Leipzig (bench/RESULTS.md); the linkage's
+neighbours and cut on two other sets (:data:`er.pipeline.config.FREE_TEXT_K`).
 """
 
 from __future__ import annotations

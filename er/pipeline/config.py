@@ -192,16 +192,19 @@ PAIR_FLOOR = 0.05
 # pair probabilities are soft (a pair of affiliations of one institute is 0.3 as often
 # as 0.9), and the mean over the candidate pairs between two clusters, which ignores
 # the pairs the index did not propose, chains institutes together (Leipzig pairwise
-# F1 0.24 at any cut, bench/RESULTS.md "Free text alone"). Counting a pair left out of
-# 30 neighbours as no match keeps them apart, and 30 neighbours hold an institute's
-# variants (the average over 60 or 100 neighbours, or over every pair of a component
-# scored, is no better on Leipzig). Its cut is lower than a pair's 0.5: an average
-# over an entity's pairs, many of them weak, is lower than a match's probability;
-# chosen on PATSTAT's firm names alone (set "patstat-names": pairwise F1 0.642, 0.662,
-# 0.636, 0.601, 0.580 at 0.1, 0.15, 0.2, 0.3, 0.5; the floor 0.05 is no cut)
-# before Leipzig was read through the pipeline.
-FREE_TEXT_K = 30
-DEFAULT_FREE_TEXT_CUT = 0.15
+# F1 0.24 at any cut, bench/RESULTS.md "Free text alone"). Sparse average counts a
+# pair left out of the neighbours as no match, so an entity much larger than k is
+# split: k and the cut were chosen together on two tuning sets of free text, before
+# Leipzig went through the pipeline, by their mean pairwise F1: PATSTAT's firm names
+# ("patstat-names", entities of tens to hundreds of records) and FEBRL3's fields
+# joined into one string ("febrl3-text", 1 to 5). Means at cut 0.1 / 0.15 / 0.2 / 0.3 /
+# 0.5: k 30 0.768 / 0.785 / 0.781 / 0.770 / 0.770; k 60 0.848 / 0.833 / 0.814 / 0.817 /
+# 0.821; k 100 0.884 / 0.836 / 0.850 / 0.830 / 0.823 (the floor 0.05 is no cut). The
+# two pull apart (PATSTAT's best cut is the lowest, FEBRL's the highest): one cut
+# cannot suit every entity size, which is what a linkage over every pair of a
+# component would mend (bench/HISTORY.md).
+FREE_TEXT_K = 100
+DEFAULT_FREE_TEXT_CUT = 0.1
 
 
 def _default_cut(scoring: str, free_text: bool) -> float:

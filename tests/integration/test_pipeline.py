@@ -821,7 +821,7 @@ def test_retraining_stores_a_new_version_that_scores_the_next_batches(settings_e
 
 def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
     """Affiliation strings alone: the collection gets the free-text defaults (sparse
-    average over 30 neighbours, cut 0.15), EM a fit on the four views, and the entities
+    average over 100 neighbours, cut 0.1), EM a fit on the four views, and the entities
     find the institutes (one comparison of the string gave EM no fit and every record
     its own entity: pairwise F1 0). These institutes are hard: departments of one
     university share its city and postcode, which the word views take for evidence
