@@ -10,7 +10,9 @@ Each field type has a fixed ladder of levels, from "no evidence" to "exact":
 A pair's level is the highest rung it reaches. Comparisons run over whole arrays of
 pairs: equality on integer codes, string similarities through rapidfuzz's C++
 ``cpdist`` (one call per field and rung, no Python loop per pair), except for the
-few pairs that need set logic (nicknames, ambiguous dates).
+few pairs that need set logic (nicknames, ambiguous dates). The views of free text
+(``text_*``, er.match._views) have ladders of their own whose top is no equality, and
+are computed there, partly pair by pair (once per distinct pair of values).
 """
 
 from __future__ import annotations

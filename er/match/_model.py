@@ -110,6 +110,11 @@ class FieldWeights:
     df: Mapping[str, float] = field(default_factory=dict)
     df_floor: float | None = None
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickle, a field pickled before the views of free text included (a writer's
+        checkpoint): it gets their defaults, as :meth:`PairModel.from_json` gives."""
+        self.__dict__.update({"source": None, "df": {}, "df_floor": None, **state})
+
     @property
     def column(self) -> str:
         """The record field this one compares."""
@@ -257,6 +262,7 @@ class PairModel:
         fields = [
             {
                 "field": fw.name,
+                "column": fw.column,
                 "type": fw.kind,
                 "a": va[fw.column],
                 "b": vb[fw.column],

@@ -13,10 +13,12 @@ with its own levels and its own trained weights:
   by a space), each gram weighted by its inverse document frequency (rare grams count
   more): far < 0.4 <= 0.6 <= 0.8;
 - ``text_share``: the inverse-document-frequency weight of the words both sides hold,
-  as a share of the rarer side's: far < 0.3 <= 0.6 <= 0.9 (missing when a side holds
-  only words of every training record, which weigh 0);
+  as a share of the lighter side's (the side whose words weigh less in all): far < 0.3
+  <= 0.6 <= 0.9; missing when a side weighs 0 (only words every training record holds,
+  or a training sample of one record);
 - ``text_rarest``: whether each side's rarest word is on the other side (neither,
-  one, both);
+  one, both); among words equally rare (each seen in one training record or none)
+  the last in alphabetical order stands for the side;
 - ``text_numbers``: the numbers (digit words) of the two sides: none shared, one
   shared; missing when a side has none.
 
@@ -144,16 +146,18 @@ class _Idf:
 
 
 def _gram_cosine(left: list[str], right: list[str], idf: _Idf) -> NDArray[np.float64]:
-    """(p,) cosine of the idf-weighted 3-gram counts of each pair (sklearn's
-    ``char_wb`` grams with a smoothed idf: ln(1 / share) + 1)."""
+    """(p,) cosine of the idf-weighted 3-gram counts of each pair (scikit-learn's
+    ``char_wb`` grams and its unsmoothed idf, ln(1 / share) + 1)."""
     values = sorted(set(left) | set(right))
     row = {v: i for i, v in enumerate(values)}
-    column: dict[str, int] = {}
+    # grams numbered in sorted order: a pair's sums then run in the same order whatever
+    # else the call holds (the writer, explain and confidence get the same bits)
+    column = {g: j for j, g in enumerate(sorted({g for v in values for g in _grams(v)}))}
     rows, cols, data = [], [], []
     for i, v in enumerate(values):
-        for gram, count in Counter(_grams(v)).items():
+        for gram, count in sorted(Counter(_grams(v)).items()):
             rows.append(i)
-            cols.append(column.setdefault(gram, len(column)))
+            cols.append(column[gram])
             data.append(count * (idf(gram) + 1.0))
     X = sparse.csr_array((data, (rows, cols)), shape=(len(values), max(len(column), 1)))
     norm = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
@@ -164,10 +168,12 @@ def _gram_cosine(left: list[str], right: list[str], idf: _Idf) -> NDArray[np.flo
 
 
 def _share(a: str, b: str, idf: _Idf) -> float:
-    """The shared words' weight over the rarer side's; nan when a side weighs 0."""
+    """The shared words' idf weight over the lighter side's; nan when a side weighs 0.
+    Sums with fsum: a frozenset's order follows the process's hash seed, and a replay
+    after a restart must get the same bits."""
     A, B = _words(a), _words(b)
-    rarer = min(sum(map(idf, A)), sum(map(idf, B)))
-    return sum(map(idf, A & B)) / rarer if rarer > 0 else float("nan")
+    lighter = min(math.fsum(map(idf, A)), math.fsum(map(idf, B)))
+    return math.fsum(map(idf, A & B)) / lighter if lighter > 0 else float("nan")
 
 
 def _rarest(a: str, b: str, idf: _Idf) -> int:

@@ -188,19 +188,25 @@ def _error_rows(
 def _records_table(detail: Mapping[str, Any]) -> str:
     """Up to four records side by side, one row per field, and the pair model's level
     and weight for the first two: why the model put them together or apart."""
-    records, reasons = detail["records"], {r["field"]: r for r in detail["reasons"]}
+    records = detail["records"]
+    reasons: dict[str, list[Mapping[str, Any]]] = {}
+    for why in detail["reasons"]:  # a field compared in views has one reason per view
+        reasons.setdefault(why.get("column", why["field"]), []).append(why)
     head = "".join(f"<th>{html.escape(r['id'])}</th>" for r in records)
     rows = []
     for name in detail["fields"]:
-        cells = "".join(
-            f"<td>{html.escape(str(r['values'].get(name) or ''))}</td>" for r in records
-        )
-        why = reasons.get(name)
-        level = html.escape(why["level"]) if why else ""
-        weight = f"{why['weight']:+.1f}" if why else ""
-        rows.append(
-            f"<tr><th>{html.escape(name)}</th>{cells}<td>{level}</td><td>{weight}</td></tr>"
-        )
+        views: list[Mapping[str, Any] | None] = [*reasons.get(name, [])] or [None]
+        for k, why in enumerate(views):
+            cells = "".join(
+                f"<td>{html.escape(str(r['values'].get(name) or '') if k == 0 else '')}</td>"
+                for r in records
+            )
+            label = why["field"] if why else name
+            level = html.escape(why["level"]) if why else ""
+            weight = f"{why['weight']:+.1f}" if why else ""
+            rows.append(
+                f"<tr><th>{html.escape(label)}</th>{cells}<td>{level}</td><td>{weight}</td></tr>"
+            )
     total = f"match probability of the first two records: {detail['probability']:.3f}"
     return (
         f'<table class="records"><tr><th>field</th>{head}<th>level (1st vs 2nd)</th>'

@@ -128,3 +128,71 @@ def test_em_finds_a_fit_on_free_text_and_its_probability_ranks_matches_first() -
     ]
     assert explained["fields"][1]["a"] == texts[0]
     assert explained["probability"] == pytest.approx(p[0])
+
+
+def test_a_pairs_levels_and_weights_are_the_same_bits_whatever_else_is_scored() -> None:
+    """The writer scores a batch's candidates, explain one pair, confidence an entity's
+    pairs: the same pair must get the same probability, to the bit, in each."""
+    texts, _ = affiliations(6, 3)
+    table = FieldTable(["aff"])
+    table.add([[t] for t in texts])
+    i, j = np.triu_indices(len(texts), 1)
+    model = train_pair_model(table, ["text"], (i.astype(np.int64), j.astype(np.int64)))
+    everything = model.probability(table, i.astype(np.int64), j.astype(np.int64))
+    for k in (0, 7, 100, len(i) - 1):
+        alone = model.probability(table, i[[k]].astype(np.int64), j[[k]].astype(np.int64))
+        assert alone[0] == everything[k]
+
+
+def test_fields_pickled_before_the_views_load_and_score() -> None:
+    """A writer's checkpoint holds its model pickled: a field saved before the views had
+    no source, df or df_floor, and must load as a plain field."""
+    import pickle
+
+    from er.match import FieldWeights
+
+    field = FieldWeights(
+        "name", "org_name", m=(1, 0.1, 0.1, 0.1, 0.7), u=(1, 0.9, 0.05, 0.04, 0.01)
+    )
+    old = {k: v for k, v in vars(field).items() if k not in ("source", "df", "df_floor")}
+
+    class Saved:  # pickles as the FieldWeights of before, with the state it had
+        def __reduce__(self):  # type: ignore[no-untyped-def]
+            return object.__new__, (FieldWeights,), old
+
+    again = pickle.loads(pickle.dumps(Saved()))
+    assert again == field
+    table = FieldTable(["name"])
+    table.add([["acme"], ["acme"], ["zeta"]])
+    model = PairModel(fields=(again,), prior=0.1)
+    assert model.probability(table, np.array([0, 0]), np.array([1, 2])).tolist() == (
+        PairModel(fields=(field,), prior=0.1)
+        .probability(table, np.array([0, 0]), np.array([1, 2]))
+        .tolist()
+    )
+
+
+def test_the_reports_records_table_shows_every_view() -> None:
+    from er.reports._html import _records_table
+
+    texts, _ = affiliations(6, 3)
+    table = FieldTable(["aff"])
+    table.add([[t] for t in texts])
+    i, j = np.triu_indices(len(texts), 1)
+    model = train_pair_model(table, ["text"], (i.astype(np.int64), j.astype(np.int64)))
+    why = model.explain(table, 0, 7)
+    html = _records_table(
+        {
+            "fields": ["aff"],
+            "records": [
+                {"id": "a", "values": table.values(0)},
+                {"id": "b", "values": table.values(7)},
+            ],
+            "reasons": why["fields"],
+            "probability": why["probability"],
+        }
+    )
+    for reason in why["fields"]:
+        assert f"<th>{reason['field']}</th>" in html
+        assert f"{reason['weight']:+.1f}" in html
+    assert html.count(texts[0].split()[0]) >= 1
