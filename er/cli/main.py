@@ -196,6 +196,35 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def _no_schema(exc: BaseException) -> str | None:
+    """The one line for a database that holds no er tables (SQLite's "no such table",
+    PostgreSQL's undefined table), wherever in the exception's chain; None otherwise."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen)
+        if (
+            "no such table" in text
+            or "UndefinedTable" in type(seen).__name__
+            or ("relation" in text and "does not exist" in text)
+        ):
+            return (
+                "the database holds no er tables yet: `er ingest` (or `er init`) makes them; "
+                "check ER_DATABASE_URL / ER_DATA_DIR if it should hold collections."
+            )
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    """SQLAlchemy's database errors (imported only when one is raised: the core
+    commands never load SQLAlchemy)."""
+    if "sqlalchemy" not in sys.modules:
+        return False
+    from sqlalchemy.exc import DBAPIError
+
+    return isinstance(exc, DBAPIError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -211,7 +240,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return func(args)
     except ERError as exc:
-        logger.error("%s", exc)
+        logger.error("%s", _no_schema(exc) or exc)
+        return 2
+    except Exception as exc:  # a read before any ingest: the tables are not made yet
+        line = _no_schema(exc) if _is_database_error(exc) else None
+        if line is None:
+            raise
+        logger.error("%s", line)
         return 2
     except BrokenPipeError:  # `er export ... | head`: the reader has what it wanted
         with contextlib.suppress(OSError):

@@ -94,3 +94,20 @@ def test_unreachable_stores(tmp_path: Path) -> None:
     )
     db_env = {**env, "ER_DATABASE_URL": "postgresql+psycopg://nobody@127.0.0.1:1/none"}
     _one_clear_line(_run("init", env=db_env), "cannot reach the database", "ER_DATABASE_URL")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("model", "--collection", "c"),
+        ("status",),
+        ("export", "entities", "--collection", "c"),
+        ("eval", "--collection", "c"),
+    ],
+)
+def test_a_read_before_any_ingest_says_there_are_no_tables(tmp_path: Path, args) -> None:  # type: ignore[no-untyped-def]
+    """A fresh data folder: its SQLite file has no er tables (`er model` printed a
+    traceback, the others "database unavailable")."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
+    env["ER_DATA_DIR"] = str(tmp_path)
+    _one_clear_line(_run(*args, env=env), "no er tables yet", "er ingest")
