@@ -52,6 +52,10 @@ SIGNIFICANCE_Z = 4.0  # standard deviations (Poisson) a pattern's excess must ex
 SIGNIFICANCE_MIN = 3.0  # and this many pairs
 MATCH_SHARE_MAX = 0.1  # matches explain less than this share of the pattern's count
 PLACE_KINDS = frozenset({"address", "place", "postcode"})
+# a pattern's key holds one bit per field in an int64: a model of more fields (a wide
+# export, or many free-text fields in four views each) gets no correction at all,
+# rather than keys that wrap around and patterns that collide
+MAX_FIELDS = 62
 
 
 def agreement(levels: NDArray[np.int8]) -> NDArray[np.int64]:
@@ -136,6 +140,12 @@ def count_patterns(
         The pairs the rows stand for in all (``weights.sum()`` by default).
     """
     w = np.ones(random_levels.shape[0]) if weights is None else weights
+    if random_levels.shape[1] > MAX_FIELDS:  # no key for the pattern: no correction
+        F = random_levels.shape[1]
+        empty = np.zeros(0)
+        return PatternCounts(
+            0, np.zeros(0, np.int64), empty, np.zeros((0, F), np.int64), np.zeros(F), empty
+        )
     keys, at = np.unique(pattern_keys(random_levels), return_inverse=True)
     counts = np.bincount(at.ravel(), weights=w, minlength=keys.size).astype(np.float64)
     squares = np.bincount(at.ravel(), weights=w * w, minlength=keys.size)

@@ -216,3 +216,29 @@ def test_stratified_counts_are_exact_where_the_candidates_hold_every_pair(
             assert est[key] == pytest.approx(exact[key])
     if sample >= i.size:  # every pair drawn: the plain count
         assert est == pytest.approx(exact)
+
+
+def test_a_model_of_more_fields_than_a_key_holds_trains_without_the_correction() -> None:
+    """63 fields and more do not fit a pattern's int64 key: the model trains, scores,
+    and carries no correction (keys that wrapped around would collide)."""
+    from er.match import FieldTable, train_pair_model
+    from er.match._dependence import MAX_FIELDS
+
+    rng = np.random.default_rng(0)
+    n_fields, n = MAX_FIELDS + 8, 200
+    base = rng.integers(0, 40, size=(n // 2, n_fields))
+    rows = np.concatenate([base, base])  # every record twice
+    table = FieldTable([f"f{k}" for k in range(n_fields)])
+    table.add([[f"v{x}" for x in row] for row in rows.tolist()])
+    left = np.arange(n // 2, dtype=np.int64)
+    cand = (left, left + n // 2)
+    from er.match._dependence import agreement, count_patterns
+
+    levels = rng.integers(0, 3, size=(500, n_fields)).astype(np.int8)
+    shown = {tuple(r) for r in agreement(levels).tolist()}
+    counted = count_patterns(levels)  # every pattern counted is one some pair shows
+    assert all(tuple(r) in shown for r in counted.symbols.tolist())
+    model = train_pair_model(table, ["category"] * n_fields, cand)
+    assert model.dependence == {}
+    p = model.probability(table, *cand)
+    assert np.isfinite(p).all() and (p > 0.5).all()
