@@ -569,7 +569,9 @@ def test_bad_records_land_in_rejected_records_and_the_rest_resolve(settings_env,
     export = _er(env, "export", "entities", "--collection", name)
     rows = export.stdout.strip().splitlines()[1:]
     assert len(rows) == 40 and all(r.split(",")[1] for r in rows)  # every good one resolved
-    status = json.loads(_er(env, "status", "--collection", name, "--json").stdout)[0]
+    shown = _er(env, "status", "--collection", name, "--json")
+    assert shown.returncode == 0, shown.stderr
+    status = json.loads(shown.stdout)[0]
     assert status["mentions"] == 40 and status["rejected"] == 7
     assert status["batches"] == {"done": 1} and status["lag_s"] == 0.0
 
