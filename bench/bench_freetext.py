@@ -5,7 +5,7 @@ pairwise F1 0.000 (``bench quality``), since one text field gives EM a single
 comparison, which cannot tell matches from non-matches (any prior fits it). Here the
 one string is compared in four views instead, each a comparison EM can weigh (the
 product's views, er.match._views, follow these, with frozen document frequencies and
-sparse average linkage over 30 neighbours):
+sparse average linkage over 100 neighbours, er.pipeline.config):
 
 - ``cosine``: character 3-gram TF-IDF cosine (far < 0.4 <= 0.6 <= 0.8 <= close);
 - ``rare``: the IDF-weighted share of the rarer side's tokens that both sides hold

@@ -8,8 +8,10 @@
 - ``patstat`` (2,379 assignee records of 102 firms) and ``leipzig`` (2,260
   affiliation strings of 330 institutions), the CSV files that ship inside the
   ``mismo`` package (``mismo/_data/_datasets``), read without importing mismo;
-  ``patstat-names``: PATSTAT's raw assignee names alone, in a field ``text`` (free
-  text: the tuning set of a free-text collection's cut, read before Leipzig).
+  ``patstat-names``: PATSTAT's raw assignee names alone, in a field ``text``;
+- ``febrl3-text``: FEBRL3's names and address joined into one field ``text``; with
+  ``patstat-names`` the tuning sets of a free-text collection's neighbours and cut
+  (``er.pipeline.config.FREE_TEXT_K``), read before Leipzig.
 
 Every record is a dict of strings with ``rec_id``; the gold entity is kept apart.
 """
@@ -56,7 +58,7 @@ def load(name: str) -> Dataset:
         for r in rows:
             r.pop("name_true")  # the cleaned name of the gold firm: not an input
         return _split_gold(rows, "label_true", family="patstat", id_field="record_id")
-    if base == "patstat-names":  # free text alone: the tuning set of Leipzig's cut
+    if base == "patstat-names":  # free text alone: a tuning set of large entities
         rows = [
             {"record_id": r["record_id"], "label_true": r["label_true"], "text": r["name"]}
             for r in _mismo_csv("patstat/patents.csv")

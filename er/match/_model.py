@@ -41,14 +41,15 @@ from numpy.typing import NDArray
 from er.match._compare import LADDERS, compare_field
 from er.match._dependence import dependence_bits
 from er.match._table import FieldTable
+from er.match._views import IDENTITY_KINDS
 
 __all__ = ["CONTEXT_KINDS", "FieldWeights", "PairModel", "level_bits", "one_sided_fields"]
 
 MAX_TF_BONUS = 10.0  # bits a rare value may add over the field's average exact weight
 CONTEXT_KINDS = frozenset({"text", "number"})  # one-sided evidence (module docstring)
-# what names an entity on its own; a place, a postcode or a category beside a text field
-# (a product title and its country) leaves the text the identity, two-sided
-IDENTITY_KINDS = frozenset({"person_name", "org_name", "date", "identifier", "email", "phone"})
+# IDENTITY_KINDS: what names an entity on its own; a place, a postcode or a category
+# beside a text field (a product title and its country) leaves the text the identity,
+# two-sided
 
 
 def one_sided_fields(kinds: Sequence[str]) -> list[bool]:

@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 from scipy import sparse
 
 __all__ = [
+    "IDENTITY_KINDS",
     "VIEW_KINDS",
     "document_frequencies",
     "free_text_only",
@@ -48,8 +49,9 @@ __all__ = [
     "view_levels",
 ]
 
-# the types that name an entity on their own (er.match._model.IDENTITY_KINDS)
-_IDENTITY = frozenset({"person_name", "org_name", "date", "identifier", "email", "phone"})
+# what names an entity on its own (er.match._model weighs context fields beside these
+# one-sided; without any, free text is compared in views)
+IDENTITY_KINDS = frozenset({"person_name", "org_name", "date", "identifier", "email", "phone"})
 VIEW_KINDS = ("text_grams", "text_share", "text_rarest", "text_numbers")
 GRAM_CUTS = (0.4, 0.6, 0.8)  # text_grams: far < 0.4 <= similar < 0.6 <= close < 0.8
 SHARE_CUTS = (0.3, 0.6, 0.9)  # text_share
@@ -58,7 +60,7 @@ SHARE_CUTS = (0.3, 0.6, 0.9)  # text_share
 def free_text_only(kinds: Sequence[str]) -> bool:
     """A collection that must tell entities apart by free text: a ``text`` field and no
     identity field (a name, date, id, e-mail or phone)."""
-    return "text" in kinds and not any(k in _IDENTITY for k in kinds)
+    return "text" in kinds and not any(k in IDENTITY_KINDS for k in kinds)
 
 
 def model_fields(names: Sequence[str], kinds: Sequence[str]) -> list[tuple[str, str, str | None]]:

@@ -222,16 +222,10 @@ def _default_params(algorithm: str, scoring: str, free_text: bool = False) -> di
     "Entity resolution quality"); it merges down to PAIR_FLOOR, and a batch redoes only
     the floor components it touches (``marking="components"``, issue #30: the same
     hierarchy as a whole re-run, at a cost that follows the batch)."""
-    if algorithm == "mbscc" and scoring == "pair_model" and free_text:
-        return {
-            "linkage": "average",
-            "tau_min": PAIR_FLOOR,
-            "marking": "components",
-            "k": FREE_TEXT_K,
-        }
-    if algorithm == "mbscc" and scoring == "pair_model":
-        return {"linkage": "mean", "tau_min": PAIR_FLOOR, "marking": "components"}
-    return {}
+    if algorithm != "mbscc" or scoring != "pair_model":
+        return {}
+    params: dict[str, Any] = {"linkage": "mean", "tau_min": PAIR_FLOOR, "marking": "components"}
+    return {**params, "linkage": "average", "k": FREE_TEXT_K} if free_text else params
 
 
 def _scoring(given: Mapping[str, Any], featurizer: FeaturizerConfig) -> str:
