@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from er.cli._common import _database, _settings
+from er.cli._common import _database, _progress, _settings
 
 
 def cmd_cut(args: argparse.Namespace) -> int:
@@ -18,7 +18,11 @@ def cmd_cut(args: argparse.Namespace) -> int:
     engine = _database(settings)
     upgrade(engine)
     engine.dispose()
-    out = run_cut(settings, args.collection, args.threshold)
+    if args.gold:
+        with _progress(f"cutting {args.collection}'s hierarchy where its gold labels score best"):
+            out = run_cut(settings, args.collection, None)
+    else:
+        out = run_cut(settings, args.collection, args.threshold)
     if settings.broker_url:
         from workers.app import CLUSTER_QUEUE
         from workers.tasks import cluster
@@ -31,6 +35,13 @@ def cmd_cut(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(out) + "\n")
     else:
+        if "gold" in out:
+            g = out["gold"]
+            sys.stderr.write(
+                f"{args.collection}: {g['n_labelled']} labelled mentions score pairwise "
+                f"P {g['precision']:.4f} / R {g['recall']:.4f} / F1 {g['f1']:.4f} at cut "
+                f"{out['to']:.4f} (hierarchy of batch {g['as_of']})\n"
+            )
         sys.stderr.write(
             f"{args.collection}: entity cut {out['from']} -> {out['to']}, applied by batch "
             f"{out['batch_seq']} ({out['applied'] or 'pending'}); "

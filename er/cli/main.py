@@ -148,7 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
         "cut", help="change a collection's entity cut (recorded; merges and splits follow)"
     )
     p.add_argument("--collection", required=True)
-    p.add_argument("--threshold", required=True, type=float, help="the new cut (a score)")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--threshold", type=float, help="the new cut (a score)")
+    how.add_argument(
+        "--gold",
+        action="store_true",
+        help="the cut at which the gold-labelled mentions score their best pairwise F1 "
+        "(development data: label a sample with --gold-field at ingest)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_cut)
 

@@ -1,6 +1,6 @@
 """Evaluation metrics (numpy/scipy only)."""
 
-from er.evaluation._coref import coreference_report, cut_at_score
+from er.evaluation._coref import best_cut, coreference_report, cut_at_score
 from er.evaluation._flat import bcubed, ceaf_e, conll_f1, contingency_matrix, muc, pairwise_prf
 from er.evaluation._report import score_hierarchy
 from er.evaluation._structure import (
@@ -13,6 +13,7 @@ from er.evaluation._structure import (
 
 __all__ = [
     "bcubed",
+    "best_cut",
     "best_level_f1",
     "ceaf_e",
     "conll_f1",

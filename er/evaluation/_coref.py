@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 from er.evaluation._flat import bcubed, ceaf_e, conll_f1, muc, pairwise_prf
 from er.evaluation._report import score_hierarchy
 
-__all__ = ["coreference_report", "cut_at_score"]
+__all__ = ["best_cut", "coreference_report", "cut_at_score"]
 
 
 def cut_at_score(hierarchy: Any, threshold: float) -> NDArray[np.int64]:
@@ -39,6 +39,82 @@ def cut_at_score(hierarchy: Any, threshold: float) -> NDArray[np.int64]:
         label[idx[ok]] = up[ok]
         active[idx[~ok]] = False
     return label
+
+
+def best_cut(
+    hierarchy: Any, gold: ArrayLike, labelled: ArrayLike, *, n_grid: int = 200
+) -> dict[str, Any]:
+    """The cut of ``hierarchy`` at which its labelled points score the best pairwise F1.
+
+    What development data says the cut should be (issue #29: "0.5 by default unless
+    development data says otherwise"). Only the labelled points are scored, against
+    one another; the others are cut with them but count in no figure, so a few
+    labelled entities set the cut for a collection. Every partition the hierarchy
+    gives is tried (at most ``n_grid``, by quantile of the merge scores, beyond that).
+
+    Parameters
+    ----------
+    hierarchy : Hierarchy
+        The structure, leaves in mention order.
+    gold : array-like, shape (n_points,)
+        Gold entity label of each leaf (any value where ``labelled`` is False).
+    labelled : array-like of bool, shape (n_points,)
+        Which leaves carry a gold label.
+    n_grid : int
+        Most partitions tried.
+
+    Returns
+    -------
+    dict
+        ``threshold`` (the cut: the middle of the widest score interval whose cuts all
+        score the best F1, so a merge scored near an edge does not flip it),
+        ``precision``, ``recall``, ``f1`` (pairwise, labelled points), ``n_labelled``.
+
+    Raises
+    ------
+    ValueError
+        If the labels hold no pair of points of one entity: no cut is better than
+        another then.
+    """
+    mask = np.asarray(labelled, bool)
+    truth = np.asarray(gold, dtype=object)[mask].astype(str)
+    if np.unique(truth).size == truth.size:
+        raise ValueError("the gold labels hold no two mentions of one entity")
+    scores = _sweep_thresholds(hierarchy, max(int(n_grid), 1))
+    if scores.size == 0:
+        raise ValueError("the hierarchy holds no merge to cut")
+    figures = [pairwise_prf(truth, cut_at_score(hierarchy, float(t))[mask]) for t in scores]
+    lo, hi = _widest_best_run(np.array([f[2] for f in figures]))
+    p, r, f = figures[hi]
+    # the middle of the cuts giving a best partition: a labelled sample leaves a
+    # plateau of equal F1 (cuts that differ only on unlabelled mentions); its edges
+    # are where the unlabelled entities start to merge or to split
+    low = _highest_below(hierarchy, float(scores[lo]))
+    return {
+        "threshold": float(scores[hi]) if low is None else (low + float(scores[hi])) / 2,
+        "precision": p,
+        "recall": r,
+        "f1": f,
+        "n_labelled": int(mask.sum()),
+    }
+
+
+def _widest_best_run(f1: NDArray[np.float64]) -> tuple[int, int]:
+    """First and last index of the longest run of consecutive best values of ``f1``
+    (shape (m,), one per cut, ascending); the highest such run on a tie."""
+    best = f1 >= f1.max() - 1e-12
+    edges = np.flatnonzero(np.diff(np.r_[0, best.astype(np.int8), 0]))
+    starts, ends = edges[0::2], edges[1::2] - 1
+    k = max(range(starts.size), key=lambda i: (ends[i] - starts[i], starts[i]))
+    return int(starts[k]), int(ends[k])
+
+
+def _highest_below(hierarchy: Any, t: float) -> float | None:
+    """The highest merge score below ``t`` (None: none is): cuts in (it, t] all give
+    the partition cut at ``t``."""
+    scores = hierarchy.score[hierarchy.n_points :]
+    below = scores[np.isfinite(scores) & (scores < t)]
+    return float(below.max()) if below.size else None
 
 
 def _strongest_parents(hierarchy: Any) -> NDArray[np.int64]:

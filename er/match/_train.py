@@ -122,6 +122,7 @@ def train_pair_model(
     gold: Sequence[object] | None = None,
     seed: int = 0,
     version: int = 1,
+    views: bool | None = None,
 ) -> PairModel:
     """Fit a pair model on the records of ``table``.
 
@@ -139,10 +140,13 @@ def train_pair_model(
         Seed of the random pairs behind u.
     version : int
         Version number the model carries.
+    views : bool, optional
+        Compare ``text`` fields in views (:func:`er.match._views.model_fields`);
+        default: when the collection's only identity is free text.
     """
     protos = [
         _blank(name, kind, source, table)
-        for name, kind, source in model_fields(table.fields, kinds)
+        for name, kind, source in model_fields(table.fields, kinds, views)
     ]
     kinds = [p.kind for p in protos]  # the model's fields: views of free text expanded
     proto = PairModel(fields=tuple(protos), prior=0.5)

@@ -63,8 +63,17 @@ def free_text_only(kinds: Sequence[str]) -> bool:
     return "text" in kinds and not any(k in IDENTITY_KINDS for k in kinds)
 
 
-def model_fields(names: Sequence[str], kinds: Sequence[str]) -> list[tuple[str, str, str | None]]:
+def model_fields(
+    names: Sequence[str], kinds: Sequence[str], views: bool | None = None
+) -> list[tuple[str, str, str | None]]:
     """The pair model's fields for a collection's typed fields.
+
+    Parameters
+    ----------
+    views : bool, optional
+        Whether ``text`` fields become views; default :func:`free_text_only`. A model
+        retrained for a collection keeps its first model's choice (the collection's
+        linkage and cut were set for it).
 
     Returns
     -------
@@ -74,7 +83,7 @@ def model_fields(names: Sequence[str], kinds: Sequence[str]) -> list[tuple[str, 
         ``<field>:rarest`` and ``<field>:numbers``, with ``source`` the field they
         compare (None: the field itself).
     """
-    views = free_text_only(kinds)
+    views = free_text_only(kinds) if views is None else views
     out: list[tuple[str, str, str | None]] = []
     for name, kind in zip(names, kinds, strict=True):
         if views and kind == "text":

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from er.exceptions import ERError
 from er.pipeline.confidence import mention_confidence
-from er.pipeline.cut import change_cut
+from er.pipeline.cut import change_cut, cut_from_gold
 from er.pipeline.evaluate import evaluate_collection, score_collection
 from er.pipeline.ingest import ingest_records
 from er.pipeline.partition import entities
@@ -69,11 +69,14 @@ def run_evaluation(
     return out
 
 
-def run_cut(settings: Any, collection: str, threshold: float) -> dict[str, Any]:
+def run_cut(settings: Any, collection: str, threshold: float | None) -> dict[str, Any]:
     """Record a new entity cut for ``collection`` and queue the batch that applies it
-    (:func:`er.pipeline.cut.change_cut`); commits."""
-    engine, _ = _stores(settings)
+    (:func:`er.pipeline.cut.change_cut`); commits. ``threshold`` None: the cut the gold
+    labels choose (:func:`er.pipeline.cut.cut_from_gold`)."""
+    engine, graph = _stores(settings)
     with _transient_sql(), Session(engine) as session, session.begin():
+        if threshold is None:
+            return cut_from_gold(session, graph, collection=collection)
         return change_cut(session, collection=collection, threshold=threshold)
 
 

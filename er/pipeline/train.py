@@ -89,13 +89,21 @@ def train_on_collection(
     X: NDArray[np.float32],
     version: int,
     gold: Sequence[object] | None = None,
+    held: PairModel | None = None,
 ) -> PairModel:
     """A pair model trained on every record of ``table``, candidates by exact k-NN of
     their vectors ``X`` (shape (len(table), d)): the writer's retraining at
-    GROWTH_RETRAIN and ``er train`` (which may count from ``gold`` labels) alike."""
+    GROWTH_RETRAIN and ``er train`` (which may count from ``gold`` labels) alike.
+
+    The new model compares free text as ``held``, the model it replaces, did: a
+    collection made before the views keeps one comparison per text field, which its
+    linkage and cut were chosen for."""
     kinds = [config["field_types"][name] for name in table.fields]
     pairs = exact_candidates(X, TRAIN_K)
-    return train_pair_model(table, kinds, pairs, gold=gold, seed=TRAIN_SEED, version=version)
+    views = None if held is None else any(f.source is not None for f in held.fields)
+    return train_pair_model(
+        table, kinds, pairs, gold=gold, seed=TRAIN_SEED, version=version, views=views
+    )
 
 
 TRAIN_SAMPLE = 20_000  # mentions a retraining reads (the earliest): exact k-NN in blocks
@@ -143,7 +151,9 @@ def retrain(session: Session, *, collection: str, from_gold: bool = False) -> di
     X = _featurizer(coll.config)([dict(zip(types.names, r, strict=True)) for r in batch.rows])
     held = stored_model(coll.config)
     version = (held.version if held is not None else 0) + 1
-    model = train_on_collection(table, coll.config, X, version, gold if from_gold else None)
+    model = train_on_collection(
+        table, coll.config, X, version, gold if from_gold else None, held=held
+    )
     coll.config = {**coll.config, "pair_model": model.to_json()}
     return {
         "collection": collection,

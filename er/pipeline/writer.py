@@ -380,7 +380,7 @@ class _BatchJob:
             model = train_on_batch(state.table, self.config, idx, first)
         elif grown_past_first_model(model, population):  # search indexed this batch
             X = _vectors(state.index, population)
-            model = train_on_collection(state.table, self.config, X, model.version + 1)
+            model = train_on_collection(state.table, self.config, X, model.version + 1, held=model)
         state.model = model
         b, k = idx.shape
         left = np.repeat(np.arange(first, first + b), k)

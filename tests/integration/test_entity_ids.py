@@ -341,3 +341,51 @@ def test_a_cut_change_splits_and_merges_by_the_stable_id_rules(
     for ent, members in _groups(again).items():
         preds = [e for e, m in new.items() if m <= members]
         assert ent in preds and len(new[ent]) == max(len(new[p]) for p in preds)
+
+
+def test_cut_gold_sets_the_cut_the_labelled_sample_scores_best_at(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue #29: "0.5 by default unless development data says otherwise". Half the
+    entities carry a gold label; `er cut --gold` moves the cut to where those score
+    best. Oracle: scikit-learn's pair counts on the exported entities, at the chosen
+    cut and at other cuts set by hand (none may beat it)."""
+    import zlib
+
+    from sklearn.metrics.cluster import pair_confusion_matrix
+
+    from er.demo import febrl_records
+
+    records = febrl_records()[:600]
+    gold = {r["rec_id"]: r["entity"] for r in records}
+    dev = {k for k, g in gold.items() if zlib.crc32(g.encode()) % 2 == 0}
+    rows = [{**r, "entity": r["entity"] if r["rec_id"] in dev else ""} for r in records]
+    name = f"gold-cut-{uuid.uuid4().hex[:8]}"
+    path = _write_jsonl(tmp_path / "in.jsonl", rows)
+    config = json.dumps({"scoring": "cosine"})  # linkage scores spread over (0, 1)
+    args = ["--id-field", "rec_id", "--gold-field", "entity", "--config", config]
+    _ok(env, "ingest", str(path), "--collection", name, "--batch-size", "300", *args)
+
+    def labelled_f1() -> float:
+        entity = _exported(env, name)
+        ids = sorted(dev)
+        (_, fp), (fn, tp) = (
+            pair_confusion_matrix([gold[i] for i in ids], [entity[i] for i in ids]) // 2
+        )
+        return float(2 * tp / (2 * tp + fp + fn))
+
+    out = json.loads(_ok(env, "cut", "--collection", name, "--gold", "--json"))
+    assert out["from"] == 0.45 and 0 < out["to"] <= 1 and out["applied"] == "done"
+    assert out["gold"]["n_labelled"] == len(dev)
+    assert labelled_f1() == pytest.approx(out["gold"]["f1"], abs=1e-12)
+    for t in (0.2, 0.45, 0.6, 0.75, 0.9):
+        _ok(env, "cut", "--collection", name, "--threshold", str(t))
+        assert labelled_f1() <= out["gold"]["f1"] + 1e-12, t
+    # a collection without labels: one line, exit 2, the cut unchanged
+    bare = f"bare-{uuid.uuid4().hex[:8]}"
+    plain = [{k: v for k, v in r.items() if k != "entity"} for r in records[:100]]
+    path = _write_jsonl(tmp_path / "plain.jsonl", plain)
+    _ok(env, "ingest", str(path), "--collection", bare, "--id-field", "rec_id", "--config", config)
+    done = _er(env, "cut", "--collection", bare, "--gold")
+    assert done.returncode == 2 and "no two mentions of one entity" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

@@ -196,3 +196,31 @@ def test_the_reports_records_table_shows_every_view() -> None:
         assert f"<th>{reason['field']}</th>" in html
         assert f"{reason['weight']:+.1f}" in html
     assert html.count(texts[0].split()[0]) >= 1
+
+
+def test_a_retrained_model_compares_free_text_as_the_model_it_replaces() -> None:
+    """A free-text collection made before the views has one comparison per text field,
+    and the mean linkage and cut chosen for it; its retraining (``er train``, or the
+    writer's at 10,000 mentions) must not turn that into views under the old linkage."""
+    from er.pipeline.train import train_on_collection
+
+    texts, _ = affiliations(6, 1)
+    table = FieldTable(["aff"])
+    table.add([[t] for t in texts])
+    X = np.random.default_rng(0).normal(size=(len(texts), 8)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    config = {"field_types": {"aff": "text"}}
+    fresh = train_on_collection(table, config, X, 1)
+    assert [f.kind for f in fresh.fields] == [
+        "text_grams",
+        "text_share",
+        "text_rarest",
+        "text_numbers",
+    ]
+    n = len(texts)
+    i, j = (a.astype(np.int64) for a in np.triu_indices(n, 1))
+    old = train_pair_model(table, ["text"], (i, j), views=False)  # before the views
+    assert [f.kind for f in old.fields] == ["text"]
+    again = train_on_collection(table, config, X, 2, held=old)
+    assert [f.kind for f in again.fields] == ["text"] and again.version == 2
+    assert len(train_on_collection(table, config, X, 3, held=fresh).fields) == 4
