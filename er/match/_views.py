@@ -129,16 +129,17 @@ def view_levels(
     df, floor : the view's frozen document frequencies (:func:`document_frequencies`)
     """
     if kind == "text_numbers":
-        return np.array([_numbers(a, b) for a, b in zip(left, right, strict=True)], np.int8)
+        return _numbers(_WordMatrix(left, right))
     idf = _Idf(df, floor if floor is not None else 1.0)
     if kind == "text_grams":
         return np.asarray(1 + np.digitize(_gram_cosine(left, right, idf), GRAM_CUTS), np.int8)
+    words = _WordMatrix(left, right)
     if kind == "text_share":
-        share = np.array([_share(a, b, idf) for a, b in zip(left, right, strict=True)])
+        share = _share(words, idf)
         level = np.asarray(1 + np.digitize(share, SHARE_CUTS), np.int8)
         level[np.isnan(share)] = 0  # a side of words every record holds: no evidence
         return level
-    return np.array([_rarest(a, b, idf) for a, b in zip(left, right, strict=True)], np.int8)
+    return _rarest(words, idf)
 
 
 class _Idf:
@@ -178,30 +179,89 @@ def _gram_cosine(left: list[str], right: list[str], idf: _Idf) -> NDArray[np.flo
     return np.asarray(X[a].multiply(X[b]).sum(axis=1), np.float64).ravel()
 
 
-def _share(a: str, b: str, idf: _Idf) -> float:
-    """The shared words' idf weight over the lighter side's; nan when a side weighs 0.
-    Sums with fsum: a frozenset's order follows the process's hash seed, and a replay
-    after a restart must get the same bits."""
-    A, B = _words(a), _words(b)
-    lighter = min(math.fsum(map(idf, A)), math.fsum(map(idf, B)))
-    return math.fsum(map(idf, A & B)) / lighter if lighter > 0 else float("nan")
+class _WordMatrix:
+    """The words of a call's distinct values as a 0/1 matrix: one row per value, one
+    column per word, columns in sorted word order (so a pair's sums run in the same
+    order whatever else the call holds, and a replay gets the same bits), and each
+    pair's two rows ``a`` and ``b`` (shape (p,))."""
+
+    def __init__(self, left: list[str], right: list[str]) -> None:
+        values = sorted(set(left) | set(right))
+        row = {v: i for i, v in enumerate(values)}
+        self.words = sorted({w for v in values for w in _words(v)})
+        column = {w: j for j, w in enumerate(self.words)}
+        indptr, indices = [0], []
+        for v in values:
+            indices += sorted(column[w] for w in _words(v))
+            indptr.append(len(indices))
+        shape = (len(values), max(len(self.words), 1))
+        cols = np.asarray(indices, np.int64)
+        self.held = sparse.csr_array((np.ones(cols.size), cols, np.asarray(indptr)), shape=shape)
+        self.a = np.array([row[v] for v in left], np.int64)
+        self.b = np.array([row[v] for v in right], np.int64)
+
+    def weighted(self, weight: NDArray[np.float64]) -> sparse.csr_array:
+        """The matrix with each word's entries ``weight[word]`` (shape (n_words,))."""
+        out = self.held.copy()
+        out.data = weight[out.indices] if weight.size else out.data
+        return out
+
+    def holds(self, rows: NDArray[np.int64], cols: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """(p,) whether value ``rows[i]`` holds word ``cols[i]`` (-1: no word)."""
+        held = self.held
+        keys = np.repeat(np.arange(held.shape[0], dtype=np.int64), np.diff(held.indptr))
+        keys = keys * held.shape[1] + held.indices  # ascending: rows, then sorted columns
+        if keys.size == 0:
+            return np.zeros(rows.shape, bool)
+        want = rows * held.shape[1] + cols
+        at = np.minimum(np.searchsorted(keys, want), keys.size - 1)
+        return (cols >= 0) & (keys[at] == want)
 
 
-def _rarest(a: str, b: str, idf: _Idf) -> int:
-    A, B = _words(a), _words(b)
-    if not A or not B:
-        return 0
-    rarest_a = max(A, key=lambda t: (idf(t), t))
-    rarest_b = max(B, key=lambda t: (idf(t), t))
-    return 1 + (rarest_a in B) + (rarest_b in A)
+def _row_sums(X: sparse.csr_array) -> NDArray[np.float64]:
+    return np.asarray(X.sum(axis=1), np.float64).ravel()
 
 
-def _numbers(a: str, b: str) -> int:
-    na = {t for t in _words(a) if t.isdigit()}
-    nb = {t for t in _words(b) if t.isdigit()}
-    if not na or not nb:
-        return 0
-    return 2 if na & nb else 1
+def _share(words: _WordMatrix, idf: _Idf) -> NDArray[np.float64]:
+    """(p,) the shared words' idf weight over the lighter side's; nan when a side
+    weighs 0."""
+    weight = np.array([idf(w) for w in words.words], np.float64)
+    W = words.weighted(weight)
+    mass = _row_sums(W)
+    shared = _row_sums(W[words.a].multiply(words.held[words.b]))
+    lighter = np.minimum(mass[words.a], mass[words.b])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(lighter > 0, shared / np.where(lighter > 0, lighter, 1.0), np.nan)
+
+
+def _rarest(words: _WordMatrix, idf: _Idf) -> NDArray[np.int8]:
+    """(p,) 1 + how many of the two sides' rarest words the other side holds; 0 when a
+    side has no word. A value's rarest word: highest idf, ties to the alphabetically
+    last (the highest column)."""
+    held = words.held
+    weight = np.array([idf(w) for w in words.words], np.float64)
+    rows = np.repeat(np.arange(held.shape[0], dtype=np.int64), np.diff(held.indptr))
+    cols = held.indices.astype(np.int64)
+    rarest = np.full(held.shape[0], -1, np.int64)
+    if cols.size:
+        order = np.lexsort((cols, weight[cols], rows))  # the last of each row is its rarest
+        last = order[np.r_[np.flatnonzero(np.diff(rows[order])), order.size - 1]]
+        rarest[rows[last]] = cols[last]
+    ra, rb = rarest[words.a], rarest[words.b]
+    level = 1 + words.holds(words.b, ra).astype(np.int8) + words.holds(words.a, rb)
+    level[(ra < 0) | (rb < 0)] = 0
+    return np.asarray(level, np.int8)
+
+
+def _numbers(words: _WordMatrix) -> NDArray[np.int8]:
+    """(p,) 0 when a side has no number (digit word), 2 when they share one, else 1."""
+    digits = np.array([w.isdigit() for w in words.words], np.float64)
+    D = words.weighted(digits)
+    has = _row_sums(D) > 0
+    shared = _row_sums(D[words.a].multiply(D[words.b])) > 0
+    level = np.where(shared, 2, 1).astype(np.int8)
+    level[~(has[words.a] & has[words.b])] = 0
+    return level
 
 
 @lru_cache(maxsize=100_000)
