@@ -215,7 +215,8 @@ class _WordMatrix:
             return np.zeros(rows.shape, bool)
         want = rows * held.shape[1] + cols
         at = np.minimum(np.searchsorted(keys, want), keys.size - 1)
-        return (cols >= 0) & (keys[at] == want)
+        found: NDArray[np.bool_] = (cols >= 0) & (keys[at] == want)
+        return found
 
 
 def _row_sums(X: sparse.csr_array) -> NDArray[np.float64]:
