@@ -76,3 +76,26 @@ class TransientStoreError(StoreError):
     @property
     def is_retryable(self) -> bool:
         return True
+
+
+NO_TABLES = (
+    "the database holds no er tables yet: `er ingest` (or `er init`) makes them; "
+    "check ER_DATABASE_URL / ER_DATA_DIR if it should hold collections."
+)
+
+
+def missing_tables(exc: BaseException) -> str | None:
+    """:data:`NO_TABLES` when ``exc`` or an exception in its chain says the database
+    has no er tables (SQLite's "no such table", PostgreSQL's undefined table); None
+    otherwise. A database without the tables is not a lost one: retrying cannot help."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen)
+        if (
+            "no such table" in text
+            or "UndefinedTable" in type(seen).__name__
+            or ("relation" in text and "does not exist" in text)
+        ):
+            return NO_TABLES
+        seen = seen.__cause__ or seen.__context__
+    return None

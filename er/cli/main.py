@@ -28,7 +28,7 @@ from er.cli.query import cmd_query
 from er.cli.service import cmd_beat, cmd_demo, cmd_init, cmd_worker
 from er.cli.status import cmd_export, cmd_status
 from er.cli.train import cmd_model, cmd_train
-from er.exceptions import ERError
+from er.exceptions import ERError, missing_tables
 
 logger = logging.getLogger("er")
 
@@ -203,25 +203,6 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def _no_schema(exc: BaseException) -> str | None:
-    """The one line for a database that holds no er tables (SQLite's "no such table",
-    PostgreSQL's undefined table), wherever in the exception's chain; None otherwise."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        text = str(seen)
-        if (
-            "no such table" in text
-            or "UndefinedTable" in type(seen).__name__
-            or ("relation" in text and "does not exist" in text)
-        ):
-            return (
-                "the database holds no er tables yet: `er ingest` (or `er init`) makes them; "
-                "check ER_DATABASE_URL / ER_DATA_DIR if it should hold collections."
-            )
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
 def _is_database_error(exc: BaseException) -> bool:
     """SQLAlchemy's database errors (imported only when one is raised: the core
     commands never load SQLAlchemy)."""
@@ -247,15 +228,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return func(args)
     except ERError as exc:
-        logger.error("%s", _no_schema(exc) or exc)
-        return 2
-    except Exception as exc:  # a read before any ingest: the tables are not made yet
-        line = _no_schema(exc) if _is_database_error(exc) else None
-        if line is None:
-            raise
-        logger.error("%s", line)
+        logger.error("%s", missing_tables(exc) or exc)
         return 2
     except BrokenPipeError:  # `er export ... | head`: the reader has what it wanted
         with contextlib.suppress(OSError):
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - interpreter exit closes it
         return 0
+    except Exception as exc:  # a read before any ingest: the tables are not made yet
+        line = missing_tables(exc) if _is_database_error(exc) else None
+        if line is None:
+            raise
+        logger.error("%s", line)
+        return 2

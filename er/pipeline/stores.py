@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError, ProgrammingError
 
-from er.exceptions import TransientStoreError
+from er.exceptions import StoreError, TransientStoreError, missing_tables
 from er.stores.graph import GraphStore
 
 _LOST_DATABASE = (OperationalError, InterfaceError)
@@ -72,9 +72,16 @@ def close_stores() -> None:
 
 @contextlib.contextmanager
 def _transient_sql() -> Iterator[None]:
-    """A lost database connection is transient: the task retries it."""
+    """A lost database connection is transient: the task retries it. A database that
+    holds no er tables is not lost (SQLite says both with one exception class): one
+    line, no retry."""
     try:
         yield
-    except _LOST_DATABASE as exc:
+    except (*_LOST_DATABASE, ProgrammingError) as exc:
+        line = missing_tables(exc)
+        if line is not None:
+            raise StoreError(line) from None
+        if isinstance(exc, ProgrammingError):
+            raise
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise TransientStoreError(f"database unavailable: {first}") from exc

@@ -389,3 +389,27 @@ def test_cut_gold_sets_the_cut_the_labelled_sample_scores_best_at(
     done = _er(env, "cut", "--collection", bare, "--gold")
     assert done.returncode == 2 and "no two mentions of one entity" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_export_into_a_reader_that_stops_early_exits_cleanly(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """`er export entities ... | head -1`: the reader closes the pipe while er still
+    writes. er stops quietly with exit code 0 (a regression printed BrokenPipeError's
+    traceback, exit 1). The pipe is shrunk to one page so the export outgrows it."""
+    import fcntl
+
+    from er.demo import febrl_records
+
+    name = f"pipe-{uuid.uuid4().hex[:8]}"
+    path = _write_jsonl(tmp_path / "in.jsonl", febrl_records()[:400])
+    _ok(env, "ingest", str(path), "--collection", name, "--id-field", "rec_id")
+    read, write = os.pipe()
+    fcntl.fcntl(write, 1031, 4096)  # F_SETPIPE_SZ (Linux): one page
+    cmd = [sys.executable, "-m", "er.cli", "export", "entities", "--collection", name]
+    proc = subprocess.Popen(cmd, stdout=write, stderr=subprocess.PIPE, env=env)
+    os.close(write)
+    with os.fdopen(read) as reader:
+        assert reader.readline().strip() == "external_id,entity_id"
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()[-2000:]
