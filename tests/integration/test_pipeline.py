@@ -860,3 +860,66 @@ def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
     ids = sorted(entity)
     _, _, f1 = pairwise_prf([truth[i] for i in ids], [entity[i] for i in ids])
     assert f1 >= 0.6
+    # retraining keeps the views (the linkage and cut were set for them), and a batch
+    # scored by the new version still joins its institutes
+    from er.pipeline import run_train
+
+    out = run_train(settings, name)
+    assert out["version"] == 2 and out["method"] == "em"
+    with Session(engine) as session:
+        again = find_collection(session, name).config["pair_model"]
+    assert [f["kind"] for f in again["fields"]] == [f["kind"] for f in model["fields"]]
+    more, more_gold = affiliations(3, 5)
+    extra = [
+        {"rec_id": f"s{i}", "affiliation": t, "entity": g}
+        for i, (t, g) in enumerate(zip(more, more_gold, strict=True))
+    ]
+    _ingest(settings, name, extra, batch=60)
+    entity = dict(run_entities(settings, name))
+    truth.update({f"s{i}": g for i, g in enumerate(more_gold)})
+    ids = sorted(entity)
+    assert len(ids) == len(records) + len(extra)
+    _, _, f1 = pairwise_prf([truth[i] for i in ids], [entity[i] for i in ids])
+    assert f1 >= 0.6
+
+
+def test_two_free_text_fields_are_each_compared_in_views(settings_env) -> None:
+    """Department and place as two text fields: eight views, each field's own
+    document frequencies (a department word counted among departments only)."""
+    from sqlalchemy.orm import Session
+
+    from er.evaluation import pairwise_prf
+    from er.pipeline import run_entities
+    from er.pipeline.stores import _stores
+    from er.stores.sql import find_collection
+    from tests._affiliations import affiliations
+
+    settings, name = _settings(settings_env), _name()
+    texts, gold = affiliations(10, 4)
+    records = []
+    for i, text in enumerate(texts):
+        words = text.split()
+        records.append(
+            {
+                "rec_id": f"r{i}",
+                "dept": " ".join(words[:3]),
+                "place": " ".join(words[3:]),
+                "entity": gold[i],
+            }
+        )
+    _ingest(settings, name, records, batch=50)
+    engine, _ = _stores(settings)
+    with Session(engine) as session:
+        model = find_collection(session, name).config["pair_model"]
+    fields = model["fields"]
+    assert [f["name"] for f in fields] == [
+        f"{src}{s}" for src in ("dept", "place") for s in ("", ":share", ":rarest", ":numbers")
+    ]
+    assert {f["source"] for f in fields} == {"dept", "place"}
+    dept_share = next(f for f in fields if f["name"] == "dept:share")["df"]
+    assert "germany" not in dept_share  # counted on the dept field's values alone
+    entity = dict(run_entities(settings, name))
+    ids = sorted(entity)
+    truth = {f"r{i}": g for i, g in enumerate(gold)}
+    _, _, f1 = pairwise_prf([truth[i] for i in ids], [entity[i] for i in ids])
+    assert f1 >= 0.5
