@@ -154,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--gold",
         action="store_true",
         help="the cut at which the gold-labelled mentions score their best pairwise F1 "
-        "(development data: label a sample with --gold-field at ingest)",
+        "(development data: whole entities labelled, the gold field named at the first "
+        "ingest with --gold-field)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_cut)

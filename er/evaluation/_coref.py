@@ -42,79 +42,160 @@ def cut_at_score(hierarchy: Any, threshold: float) -> NDArray[np.int64]:
 
 
 def best_cut(
-    hierarchy: Any, gold: ArrayLike, labelled: ArrayLike, *, n_grid: int = 200
+    hierarchy: Any, gold: ArrayLike, labelled: ArrayLike, *, above: float | None = None
 ) -> dict[str, Any]:
     """The cut of ``hierarchy`` at which its labelled points score the best pairwise F1.
 
     What development data says the cut should be (issue #29: "0.5 by default unless
-    development data says otherwise"). Only the labelled points are scored, against
-    one another; the others are cut with them but count in no figure, so a few
-    labelled entities set the cut for a collection. Every partition the hierarchy
-    gives is tried (at most ``n_grid``, by quantile of the merge scores, beyond that).
+    development data says otherwise"). The labelled points are taken to be whole
+    entities (a sample of entities, each with every one of its mentions labelled):
+    a pair of two labelled points counts as usual, and a labelled point cut together
+    with an unlabelled one is a false merge (it belongs to no labelled entity).
+    Pairs of two unlabelled points count in no figure. Counting only the pairs of
+    two labelled points, as a first version did, never sees a labelled entity
+    swallowing unlabelled mentions, and chose cuts far too low from a small sample.
+
+    Exact: every partition the hierarchy gives is scored, in one pass over its edges
+    in descending order of the score at which each joins (union-find), O(n log n).
 
     Parameters
     ----------
     hierarchy : Hierarchy
-        The structure, leaves in mention order.
+        The structure, leaves in mention order (a DAG: each node's strongest parent).
     gold : array-like, shape (n_points,)
         Gold entity label of each leaf (any value where ``labelled`` is False).
     labelled : array-like of bool, shape (n_points,)
         Which leaves carry a gold label.
-    n_grid : int
-        Most partitions tried.
+    above : float, optional
+        Only cuts above this (0 for a match probability: a cut must be in (0, 1]).
 
     Returns
     -------
     dict
         ``threshold`` (the cut: the middle of the widest score interval whose cuts all
         score the best F1, so a merge scored near an edge does not flip it),
-        ``precision``, ``recall``, ``f1`` (pairwise, labelled points), ``n_labelled``.
+        ``precision``, ``recall``, ``f1`` (at that cut, as defined above),
+        ``n_labelled``.
 
     Raises
     ------
     ValueError
-        If the labels hold no pair of points of one entity: no cut is better than
-        another then.
+        If the labels hold no two points of one entity, or no cut joins two of them
+        (the F1 is 0 at every cut): the labels cannot choose a cut then.
     """
     mask = np.asarray(labelled, bool)
-    truth = np.asarray(gold, dtype=object)[mask].astype(str)
-    if np.unique(truth).size == truth.size:
+    codes = np.full(mask.size, -1, np.int64)
+    codes[mask] = _codes_of(np.asarray(gold, dtype=object)[mask].astype(str))
+    sizes = np.bincount(codes[mask])
+    gold_pairs = float((sizes * (sizes - 1) // 2).sum())
+    if gold_pairs == 0:
         raise ValueError("the gold labels hold no two mentions of one entity")
-    scores = _sweep_thresholds(hierarchy, max(int(n_grid), 1))
-    if scores.size == 0:
-        raise ValueError("the hierarchy holds no merge to cut")
-    figures = [pairwise_prf(truth, cut_at_score(hierarchy, float(t))[mask]) for t in scores]
-    lo, hi = _widest_best_run(np.array([f[2] for f in figures]))
-    p, r, f = figures[hi]
-    # the middle of the cuts giving a best partition: a labelled sample leaves a
-    # plateau of equal F1 (cuts that differ only on unlabelled mentions); its edges
-    # are where the unlabelled entities start to merge or to split
-    low = _highest_below(hierarchy, float(scores[lo]))
+    at, tp, pred = _sweep_union(hierarchy, codes, above)
+    p = np.where(pred > 0, tp / np.maximum(pred, 1), 1.0)
+    r = tp / gold_pairs
+    f1 = np.where(p + r > 0, 2 * p * r / np.maximum(p + r, 1e-300), 0.0)
+    if f1.size == 0 or f1.max() <= 0:
+        raise ValueError("no cut joins two labelled mentions of one entity")
+    lo, hi = _widest_best_run(f1, at, above)
+    low = at[hi + 1] if hi + 1 < at.size else above
+    threshold = (float(at[lo]) + float(at[hi] if low is None else low)) / 2
+    # the cut's partition: the joins at or above it, (at[i + 1], at[i]]
+    i = int(np.searchsorted(-at, -threshold, side="right")) - 1
     return {
-        "threshold": float(scores[hi]) if low is None else (low + float(scores[hi])) / 2,
-        "precision": p,
-        "recall": r,
-        "f1": f,
+        "threshold": threshold,
+        "precision": float(p[i]),
+        "recall": float(r[i]),
+        "f1": float(f1[i]),
         "n_labelled": int(mask.sum()),
     }
 
 
-def _widest_best_run(f1: NDArray[np.float64]) -> tuple[int, int]:
-    """First and last index of the longest run of consecutive best values of ``f1``
-    (shape (m,), one per cut, ascending); the highest such run on a tie."""
+def _sweep_union(
+    hierarchy: Any, codes: NDArray[np.int64], above: float | None
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Every partition of the hierarchy's cuts, highest cut first, with its pair counts.
+
+    An edge (child, parent) holds at a cut t when both nodes formed at a score >= t
+    (a leaf always has): then and only then does a point below the child climb
+    through it (:func:`cut_at_score`). Joining the edges in descending order of that
+    score gives the partition of every cut.
+
+    Returns
+    -------
+    at : ndarray of float, shape (m,)
+        The distinct scores at which edges join, descending (and above ``above``):
+        the partition of cut ``at[i]`` holds for every cut in (at[i + 1], at[i]].
+    tp, pred : ndarray of float, shape (m,)
+        Pairs of two labelled points of one gold entity in one part; pairs in one
+        part with at least one labelled point.
+    """
+    parent = hierarchy.parents() if hierarchy.is_tree else _strongest_parents(hierarchy)
+    score = np.nan_to_num(hierarchy.score, nan=-np.inf).astype(np.float64)
+    score[: hierarchy.n_points] = np.inf
+    child = np.flatnonzero(parent >= 0)
+    join = np.minimum(score[child], score[parent[child]])
+    keep = np.isfinite(join) if above is None else join > above
+    child, join = child[keep], join[keep]
+    order = np.argsort(-join, kind="stable")
+    root = np.arange(hierarchy.n_nodes)
+    counts: list[dict[int, int]] = [{} for _ in range(hierarchy.n_nodes)]
+    n_lab = np.zeros(hierarchy.n_nodes, np.int64)
+    n_all = np.zeros(hierarchy.n_nodes, np.int64)
+    n_all[: hierarchy.n_points] = 1
+    for i in np.flatnonzero(codes >= 0).tolist():
+        counts[i] = {int(codes[i]): 1}
+        n_lab[i] = 1
+
+    def find(x: int) -> int:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = int(root[x])
+        return x
+
+    at: list[float] = []
+    tps: list[float] = []
+    preds: list[float] = []
+    tp = pred = 0.0
+    for k in order.tolist():
+        a, b = find(int(child[k])), find(int(parent[child[k]]))
+        if a != b:
+            if len(counts[a]) < len(counts[b]):
+                a, b = b, a
+            for g, c in counts[b].items():  # the smaller side's labels into the larger
+                tp += c * counts[a].get(g, 0)
+                counts[a][g] = counts[a].get(g, 0) + c
+            counts[b] = {}
+            la, lb, ua, ub = n_lab[a], n_lab[b], n_all[a] - n_lab[a], n_all[b] - n_lab[b]
+            pred += float(la * lb + la * ub + lb * ua)
+            root[b] = a
+            n_lab[a] += lb
+            n_all[a] += n_all[b]
+        t = float(join[k])
+        if at and at[-1] == t:
+            tps[-1], preds[-1] = tp, pred
+        else:
+            at.append(t)
+            tps.append(tp)
+            preds.append(pred)
+    return np.array(at), np.array(tps), np.array(preds)
+
+
+def _widest_best_run(
+    f1: NDArray[np.float64], at: NDArray[np.float64], above: float | None
+) -> tuple[int, int]:
+    """First and last index of the run of consecutive best values of ``f1`` (one per
+    cut ``at``, descending) whose cuts span the widest score interval; the highest
+    such run on a tie."""
     best = f1 >= f1.max() - 1e-12
     edges = np.flatnonzero(np.diff(np.r_[0, best.astype(np.int8), 0]))
     starts, ends = edges[0::2], edges[1::2] - 1
-    k = max(range(starts.size), key=lambda i: (ends[i] - starts[i], starts[i]))
+
+    def width(i: int) -> float:
+        below = at[ends[i] + 1] if ends[i] + 1 < at.size else above
+        return float(at[starts[i]] - (below if below is not None else at[ends[i]]))
+
+    k = max(range(starts.size), key=lambda i: (width(i), -starts[i]))
     return int(starts[k]), int(ends[k])
-
-
-def _highest_below(hierarchy: Any, t: float) -> float | None:
-    """The highest merge score below ``t`` (None: none is): cuts in (it, t] all give
-    the partition cut at ``t``."""
-    scores = hierarchy.score[hierarchy.n_points :]
-    below = scores[np.isfinite(scores) & (scores < t)]
-    return float(below.max()) if below.size else None
 
 
 def _strongest_parents(hierarchy: Any) -> NDArray[np.int64]:

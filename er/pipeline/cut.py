@@ -85,9 +85,10 @@ def cut_from_gold(session: Session, graph: GraphStore, *, collection: str) -> di
     """Set the cut where the collection's gold-labelled mentions score best (caller's
     transaction).
 
-    The hierarchy is the one stored as of the newest batch done; mentions ingested
-    without a gold label are cut with the others and scored in no figure, so labelling
-    a sample of entities is enough.
+    The hierarchy is the one stored as of the newest batch done. The labelled mentions
+    are taken to be whole entities (label a sample of entities, each with all of its
+    mentions): a labelled mention cut together with an unlabelled one counts as a
+    false merge (:func:`er.evaluation.best_cut`).
 
     Returns
     -------
@@ -105,6 +106,11 @@ def cut_from_gold(session: Session, graph: GraphStore, *, collection: str) -> di
     coll = find_collection(session, collection)
     if coll is None:
         raise ERError(f"no collection {collection!r}.")
+    if not coll.config.get("gold_field"):
+        raise ERError(
+            f"collection {collection!r} has no gold field: it is named at the first ingest "
+            "(--gold-field), with the labelled records' gold ids; no cut chosen."
+        )
     seq = last_done_seq(session, coll.id)
     if seq is None:
         raise ERError(f"collection {collection!r} has no resolved batch to cut yet.")
@@ -112,13 +118,16 @@ def cut_from_gold(session: Session, graph: GraphStore, *, collection: str) -> di
     nodes, labels = gold_labels(session, coll.id)
     at = find_sorted(nodes, node_ids[: hierarchy.n_points])
     gold = np.array([None if k < 0 else labels[k] for k in at.tolist()], dtype=object)
+    probability = coll.config.get("scoring") == "pair_model"  # a cut in (0, 1]
     try:
-        figures = best_cut(hierarchy, gold, np.fromiter((g is not None for g in gold), bool))
+        figures = best_cut(
+            hierarchy,
+            gold,
+            np.fromiter((g is not None for g in gold), bool, gold.size),
+            above=0.0 if probability else None,
+        )
     except ValueError as exc:
-        raise ERError(
-            f"collection {collection!r}: {exc} (ingest gold labels with --gold-field); "
-            "no cut chosen."
-        ) from None
+        raise ERError(f"collection {collection!r}: {exc}; no cut chosen.") from None
     figures["as_of"] = int(seq)
     threshold = figures.pop("threshold")
     out = change_cut(session, collection=collection, threshold=threshold, reason=figures)
