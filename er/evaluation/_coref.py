@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from er.evaluation._flat import bcubed, ceaf_e, conll_f1, muc, pairwise_prf
 from er.evaluation._report import score_hierarchy
+from er.evaluation._structure import joined_pair_counts
 
 __all__ = ["best_cut", "coreference_report", "cut_at_score"]
 
@@ -137,47 +138,11 @@ def _sweep_union(
     keep = np.isfinite(join) if above is None else join > above
     child, join = child[keep], join[keep]
     order = np.argsort(-join, kind="stable")
-    root = np.arange(hierarchy.n_nodes)
-    counts: list[dict[int, int]] = [{} for _ in range(hierarchy.n_nodes)]
-    n_lab = np.zeros(hierarchy.n_nodes, np.int64)
-    n_all = np.zeros(hierarchy.n_nodes, np.int64)
-    n_all[: hierarchy.n_points] = 1
-    for i in np.flatnonzero(codes >= 0).tolist():
-        counts[i] = {int(codes[i]): 1}
-        n_lab[i] = 1
-
-    def find(x: int) -> int:
-        while root[x] != x:
-            root[x] = root[root[x]]
-            x = int(root[x])
-        return x
-
-    at: list[float] = []
-    tps: list[float] = []
-    preds: list[float] = []
-    tp = pred = 0.0
-    for k in order.tolist():
-        a, b = find(int(child[k])), find(int(parent[child[k]]))
-        if a != b:
-            if len(counts[a]) < len(counts[b]):
-                a, b = b, a
-            for g, c in counts[b].items():  # the smaller side's labels into the larger
-                tp += c * counts[a].get(g, 0)
-                counts[a][g] = counts[a].get(g, 0) + c
-            counts[b] = {}
-            la, lb, ua, ub = n_lab[a], n_lab[b], n_all[a] - n_lab[a], n_all[b] - n_lab[b]
-            pred += float(la * lb + la * ub + lb * ua)
-            root[b] = a
-            n_lab[a] += lb
-            n_all[a] += n_all[b]
-        t = float(join[k])
-        if at and at[-1] == t:
-            tps[-1], preds[-1] = tp, pred
-        else:
-            at.append(t)
-            tps.append(tp)
-            preds.append(pred)
-    return np.array(at), np.array(tps), np.array(preds)
+    child, join = child[order], join[order]
+    tp, pred = joined_pair_counts(hierarchy.n_nodes, codes, child, parent[child])
+    last = np.ones(join.size, bool)  # the last edge joining at each score
+    last[:-1] = join[1:] != join[:-1]
+    return join[last], tp[last].astype(np.float64), pred[last].astype(np.float64)
 
 
 def _widest_best_run(

@@ -197,6 +197,7 @@ class _WordMatrix:
         shape = (len(values), max(len(self.words), 1))
         cols = np.asarray(indices, np.int64)
         self.held = sparse.csr_array((np.ones(cols.size), cols, np.asarray(indptr)), shape=shape)
+        self.rows = np.repeat(np.arange(len(values), dtype=np.int64), np.diff(indptr))  # per entry
         self.a = np.array([row[v] for v in left], np.int64)
         self.b = np.array([row[v] for v in right], np.int64)
 
@@ -209,8 +210,7 @@ class _WordMatrix:
     def holds(self, rows: NDArray[np.int64], cols: NDArray[np.int64]) -> NDArray[np.bool_]:
         """(p,) whether value ``rows[i]`` holds word ``cols[i]`` (-1: no word)."""
         held = self.held
-        keys = np.repeat(np.arange(held.shape[0], dtype=np.int64), np.diff(held.indptr))
-        keys = keys * held.shape[1] + held.indices  # ascending: rows, then sorted columns
+        keys = self.rows * held.shape[1] + held.indices  # ascending: rows, then sorted columns
         if keys.size == 0:
             return np.zeros(rows.shape, bool)
         want = rows * held.shape[1] + cols
@@ -239,9 +239,8 @@ def _rarest(words: _WordMatrix, idf: _Idf) -> NDArray[np.int8]:
     """(p,) 1 + how many of the two sides' rarest words the other side holds; 0 when a
     side has no word. A value's rarest word: highest idf, ties to the alphabetically
     last (the highest column)."""
-    held = words.held
+    held, rows = words.held, words.rows
     weight = np.array([idf(w) for w in words.words], np.float64)
-    rows = np.repeat(np.arange(held.shape[0], dtype=np.int64), np.diff(held.indptr))
     cols = held.indices.astype(np.int64)
     rarest = np.full(held.shape[0], -1, np.int64)
     if cols.size:
