@@ -11,7 +11,10 @@
   ``patstat-names``: PATSTAT's raw assignee names alone, in a field ``text``;
 - ``febrl3-text``: FEBRL3's names and address joined into one field ``text``; with
   ``patstat-names`` the tuning sets of a free-text collection's neighbours and cut
-  (``er.pipeline.config.FREE_TEXT_K``), read before Leipzig.
+  (``er.pipeline.config.FREE_TEXT_K``), read before Leipzig;
+- ``orgs-places[@tuning]``: ``orgs.py``'s affiliation strings of organisations that
+  share their places (2,500 strings), at its test seed (or the tuning seed): the third
+  free-text tuning set.
 
 Every record is a dict of strings with ``rec_id``; the gold entity is kept apart.
 """
@@ -23,6 +26,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+import orgs
 from people_real import TEST_SEED, TUNING_SEED, real_people
 
 Dataset = tuple[list[dict[str, str]], list[str], dict[str, Any]]
@@ -39,8 +43,10 @@ NAMES = [
     "patstat",
     "patstat-names",
     "febrl3-text",
+    "orgs-places",
     "leipzig",
 ]
+SEEDED = ("people", "orgs")  # families with a tuning seed: thresholds are chosen on it
 
 
 def load(name: str) -> Dataset:
@@ -51,6 +57,9 @@ def load(name: str) -> Dataset:
         seed = TUNING_SEED if tag == "tuning" else TEST_SEED
         rows = real_people(SIZES[size], level=level, seed=seed)
         return _split_gold(rows, "entity", family="people", seed=seed)
+    if base == "orgs-places":
+        seed = orgs.TUNING_SEED if tag == "tuning" else orgs.TEST_SEED
+        return _split_gold(orgs.org_places(seed=seed), "entity", family="orgs", seed=seed)
     if base.startswith("febrl"):
         return _febrl(base)
     if base == "patstat":

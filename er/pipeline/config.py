@@ -202,7 +202,10 @@ PAIR_FLOOR = 0.05
 # 0.821; k 100 0.884 / 0.836 / 0.850 / 0.830 / 0.823 (the floor 0.05 is no cut). The
 # two pull apart (PATSTAT's best cut is the lowest, FEBRL's the highest): one cut
 # cannot suit every entity size, which is what a linkage over every pair of a
-# component would mend (bench/HISTORY.md).
+# component would mend (bench/HISTORY.md). A third tuning set came later, organisations
+# that share their cities ("orgs-places", bench/orgs.py): 0.729 there at k 100 and cut
+# 0.1, TF-IDF + HAC 0.702 at its best. What moves it is the candidates EM trains on (a
+# mention's 3 nearest: 0.806), which PATSTAT's large firms need deep (0.835 -> 0.513).
 FREE_TEXT_K = 100
 DEFAULT_FREE_TEXT_CUT = 0.1
 
@@ -271,6 +274,16 @@ def _settle_config(
         raise ConfigError(
             f"collection {coll.name!r} takes its ids from field {stored.get('id_field')!r}, "
             f"not {id_field!r}; pass --id-field {stored.get('id_field')}."
+        )
+    if gold_field is not None and gold_field != stored.get("gold_field"):
+        # the gold field is read from every batch, and left out of the features, by the
+        # name the first ingest gave: another name here would be featurized and ignored
+        named = stored.get("gold_field")
+        raise ConfigError(
+            f"collection {coll.name!r} "
+            + (f"takes its gold labels from field {named!r}" if named else "has no gold field")
+            + f", not {gold_field!r}; a collection's gold field is named at its first ingest"
+            + (f" (pass --gold-field {named} or leave it out)." if named else " (leave it out).")
         )
     if given:
         fresh = new_collection_config(

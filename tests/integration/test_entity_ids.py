@@ -398,6 +398,16 @@ def test_cut_gold_sets_the_cut_the_labelled_sample_scores_best_at(
     done = _er(env, "cut", "--collection", bare, "--gold")
     assert done.returncode == 2 and "has no gold field" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    # the gold field is named at the first ingest: a later one naming another (or the
+    # bare collection's first) is refused, one line, exit 2, nothing stored
+    before = _exported(env, bare)
+    path = _write_jsonl(tmp_path / "later.jsonl", records[100:150])
+    for coll, field in ((bare, "entity"), (name, "rec_id")):
+        later = [str(path), "--collection", coll, "--id-field", "rec_id", "--gold-field", field]
+        done = _er(env, "ingest", *later)
+        assert done.returncode == 2 and f"not {field!r}" in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert _exported(env, bare) == before
 
 
 def test_export_into_a_reader_that_stops_early_exits_cleanly(
