@@ -15,7 +15,7 @@ makes it hard, by construction:
   names too;
 - **names recur across places.** A firm may have a lab in two cities (two entities
   whose names agree and whose places differ); research institutes of one society share
-  their name (``Brenner Institute for Optics``, ``Brenner Institute for Chemistry``);
+  their name (``Brenner Institute for Physics``, ``Brenner Institute for Chemistry``);
 - **departments recur everywhere.** ``Dept. of Computer Science`` is written in front of
   many organisations' names;
 - **sizes are skewed** (Zipf): a few organisations hold a hundred or more strings, most
