@@ -277,7 +277,8 @@ def _settle_config(
         )
     if gold_field is not None and gold_field != stored.get("gold_field"):
         # the gold field is read from every batch, and left out of the features, by the
-        # name the first ingest gave: another name here would be featurized and ignored
+        # name the first ingest gave: another name here would not be read as labels (and
+        # was featurized as data if the first batch held it)
         named = stored.get("gold_field")
         raise ConfigError(
             f"collection {coll.name!r} "
