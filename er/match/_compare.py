@@ -28,9 +28,9 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import DamerauLevenshtein, JaroWinkler
 from rapidfuzz.process import cpdist
 
-from er.match._views import VIEW_KINDS, view_levels
+from er.match._views import VIEW_KINDS, View, view_levels
 
-__all__ = ["LADDERS", "Ladder", "compare_field"]
+__all__ = ["LADDERS", "Ladder", "compare_field", "compare_views"]
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def compare_field(
         Level of each pair (see the module docstring).
     """
     if kind in VIEW_KINDS:
-        return _compare_view(kind, vocab, a, b, df or {}, df_floor)
+        return compare_views([(kind, df or {}, df_floor)], vocab, a, b)[:, 0]
     ladder = LADDERS[kind]
     top = ladder.n_levels - 1
     level = np.ones(a.shape, np.int8)
@@ -172,21 +172,17 @@ def _distinct(
     return left, right, inverse.ravel()
 
 
-def _compare_view(
-    kind: str,
-    vocab: Sequence[str],
-    a: NDArray[np.int64],
-    b: NDArray[np.int64],
-    df: Mapping[str, float],
-    df_floor: float | None,
+def compare_views(
+    views: Sequence[View], vocab: Sequence[str], a: NDArray[np.int64], b: NDArray[np.int64]
 ) -> NDArray[np.int8]:
-    """Levels of one view of free text (er.match._views), equal values included (the
-    numbers view has no "exact": equal text without digits is missing there)."""
-    level = np.zeros(a.shape, np.int8)
+    """(p, len(views)) levels of the views of one free-text field (er.match._views),
+    equal values included (the numbers view has no "exact": equal text without digits
+    is missing there); the distinct value pairs found once for all views."""
+    level = np.zeros((a.size, len(views)), np.int8)
     todo = np.flatnonzero((a >= 0) & (b >= 0))
     if todo.size:
         left, right, inverse = _distinct(vocab, a[todo], b[todo])
-        level[todo] = view_levels(kind, left, right, df, df_floor)[inverse]
+        level[todo] = view_levels(views, left, right)[inverse]
     return level
 
 

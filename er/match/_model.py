@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from er.match._compare import LADDERS, compare_field
+from er.match._compare import LADDERS, compare_field, compare_views
 from er.match._dependence import dependence_bits
 from er.match._table import FieldTable
 from er.match._views import IDENTITY_KINDS
@@ -171,18 +171,21 @@ class PairModel:
     def levels(
         self, table: FieldTable, left: NDArray[np.int64], right: NDArray[np.int64]
     ) -> NDArray[np.int8]:
-        """(p, n_fields) comparison level of each pair in each field."""
+        """(p, n_fields) comparison level of each pair in each field (the views of one
+        free-text field compared together: their value pairs and words gathered once)."""
         codes = table.codes
         out = np.empty((left.size, len(self.fields)), np.int8)
+        views: dict[int, list[int]] = {}  # column -> its view fields
         for f, (fw, c) in enumerate(zip(self.fields, self.columns(table), strict=True)):
-            out[:, f] = compare_field(
-                fw.kind,
-                table.vocab[c],
-                codes[left, c].astype(np.int64),
-                codes[right, c].astype(np.int64),
-                fw.df,
-                fw.df_floor,
-            )
+            if fw.source is not None:
+                views.setdefault(c, []).append(f)
+                continue
+            a, b = codes[left, c].astype(np.int64), codes[right, c].astype(np.int64)
+            out[:, f] = compare_field(fw.kind, table.vocab[c], a, b, fw.df, fw.df_floor)
+        for c, fs in views.items():
+            specs = [(self.fields[f].kind, self.fields[f].df, self.fields[f].df_floor) for f in fs]
+            a, b = codes[left, c].astype(np.int64), codes[right, c].astype(np.int64)
+            out[:, fs] = compare_views(specs, table.vocab[c], a, b)
         return out
 
     def columns(self, table: FieldTable) -> list[int]:

@@ -43,6 +43,7 @@ from scipy import sparse
 __all__ = [
     "IDENTITY_KINDS",
     "VIEW_KINDS",
+    "View",
     "document_frequencies",
     "free_text_only",
     "model_fields",
@@ -112,28 +113,37 @@ def document_frequencies(kind: str, values: Sequence[str]) -> tuple[dict[str, fl
     return {t: c / n for t, c in sorted(counts.items()) if c >= 2}, 1.0 / n
 
 
-def view_levels(
-    kind: str,
-    left: list[str],
-    right: list[str],
-    df: Mapping[str, float],
-    floor: float | None,
-) -> NDArray[np.int8]:
-    """(p,) level of each pair of values (both present) in one view (module docstring).
+View = tuple[str, Mapping[str, float], float | None]  # kind, frozen df, floor
+
+
+def view_levels(views: Sequence[View], left: list[str], right: list[str]) -> NDArray[np.int8]:
+    """(p, len(views)) level of each pair of values (both present) in each view of one
+    text field (module docstring); the values' words are gathered once for all views.
 
     Parameters
     ----------
-    kind : str
-        One of :data:`VIEW_KINDS`.
+    views : sequence of (kind, df, floor)
+        Each view's kind (one of :data:`VIEW_KINDS`) and frozen document frequencies
+        (:func:`document_frequencies`).
     left, right : list of str, length p
-    df, floor : the view's frozen document frequencies (:func:`document_frequencies`)
     """
-    if kind == "text_numbers":
-        return _numbers(_WordMatrix(left, right))
-    idf = _Idf(df, floor if floor is not None else 1.0)
+    out = np.empty((len(left), len(views)), np.int8)
+    words = None
+    for j, (kind, df, floor) in enumerate(views):
+        if kind != "text_grams" and words is None:
+            words = _WordMatrix(left, right)
+        out[:, j] = _one_view(kind, left, right, words, _Idf(df, 1.0 if floor is None else floor))
+    return out
+
+
+def _one_view(
+    kind: str, left: list[str], right: list[str], words: _WordMatrix | None, idf: _Idf
+) -> NDArray[np.int8]:
     if kind == "text_grams":
         return np.asarray(1 + np.digitize(_gram_cosine(left, right, idf), GRAM_CUTS), np.int8)
-    words = _WordMatrix(left, right)
+    assert words is not None  # view_levels gathers them for every word view
+    if kind == "text_numbers":
+        return _numbers(words)
     if kind == "text_share":
         share = _share(words, idf)
         level = np.asarray(1 + np.digitize(share, SHARE_CUTS), np.int8)
@@ -198,6 +208,8 @@ class _WordMatrix:
         cols = np.asarray(indices, np.int64)
         self.held = sparse.csr_array((np.ones(cols.size), cols, np.asarray(indptr)), shape=shape)
         self.rows = np.repeat(np.arange(len(values), dtype=np.int64), np.diff(indptr))  # per entry
+        # each entry as one key, ascending (rows, then sorted columns): for holds()
+        self.keys = self.rows * shape[1] + cols
         self.a = np.array([row[v] for v in left], np.int64)
         self.b = np.array([row[v] for v in right], np.int64)
 
@@ -209,11 +221,10 @@ class _WordMatrix:
 
     def holds(self, rows: NDArray[np.int64], cols: NDArray[np.int64]) -> NDArray[np.bool_]:
         """(p,) whether value ``rows[i]`` holds word ``cols[i]`` (-1: no word)."""
-        held = self.held
-        keys = self.rows * held.shape[1] + held.indices  # ascending: rows, then sorted columns
+        keys = self.keys
         if keys.size == 0:
             return np.zeros(rows.shape, bool)
-        want = rows * held.shape[1] + cols
+        want = rows * self.held.shape[1] + cols
         at = np.minimum(np.searchsorted(keys, want), keys.size - 1)
         found: NDArray[np.bool_] = (cols >= 0) & (keys[at] == want)
         return found

@@ -224,3 +224,35 @@ def test_a_retrained_model_compares_free_text_as_the_model_it_replaces() -> None
     again = train_on_collection(table, config, X, 2, held=old)
     assert [f.kind for f in again.fields] == ["text"] and again.version == 2
     assert len(train_on_collection(table, config, X, 3, held=fresh).fields) == 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.one_of(st.none(), _texts), _texts), min_size=3, max_size=14),
+    st.data(),
+)
+def test_views_compared_together_are_each_views_own_levels(rows, data) -> None:  # type: ignore[no-untyped-def]
+    """PairModel.levels compares a field's views together (one gathering of value pairs
+    and words, per text column): the same levels as each view compared alone by
+    compare_field, two text fields (one with gaps) side by side."""
+    t = FieldTable(["dept", "place"])
+    t.add([list(r) for r in rows])
+    n = len(rows)
+    model = train_pair_model(t, ["text", "text"], (np.array([0]), np.array([1])), views=True)
+    assert len(model.fields) == 8
+    a = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=30)))
+    b = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=a.size, max_size=a.size)))
+    alone = np.column_stack(
+        [
+            compare_field(
+                fw.kind,
+                t.vocab[c],
+                t.codes[a, c].astype(np.int64),
+                t.codes[b, c].astype(np.int64),
+                fw.df,
+                fw.df_floor,
+            )
+            for fw, c in zip(model.fields, model.columns(t), strict=True)
+        ]
+    )
+    assert np.array_equal(model.levels(t, a, b), alone)
