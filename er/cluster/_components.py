@@ -255,6 +255,78 @@ def floor_components(G: sparse.csr_array, floor: float) -> NDArray[np.int64]:
     return np.asarray(label, np.int64)
 
 
+# A pair scored under this is left out of a completed component's graph: it moves any
+# mean linkage by less than this, and most pairs of a large component are far below
+# it (of Leipzig's 2.55 million affiliation pairs, 3.4% have a match probability
+# above 1e-6), so the rounds run on the pairs that can matter.
+COMPLETE_MIN = 1e-3
+
+
+def complete_components(
+    G: sparse.csr_array,
+    points: NDArray[np.int64],
+    floor: float,
+    pair_scores: Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]],
+    max_points: int,
+) -> sparse.csr_array:
+    """G with every pair inside each floor component of at most ``max_points`` points
+    scored, not only the pairs of the k-NN lists.
+
+    Average linkage over the lists counts a pair missing from them as a similarity of
+    0, so an entity of more points than the lists hold can never reach a high
+    linkage, and the cut that suits it splits small entities poorly (PATSTAT's firms
+    against FEBRL's people, ``er.pipeline.config.FREE_TEXT_K``). With every pair of
+    a component scored, the linkage between two clusters is their mean pair score,
+    whatever their size: average-linkage HAC's own definition (the linkage SCC's
+    rounds use, dissertation ch. 4). Merges stay inside floor components
+    (pairs across two components are left as the lists give them, below the
+    floor), so the components' stepping (:func:`step`) still holds. A pair scored
+    under COMPLETE_MIN is no edge, as a pair missing from the lists.
+
+    Parameters
+    ----------
+    G : csr_array, shape (s, s)
+        The lists' graph among ``points``.
+    points : ndarray of int64, shape (s,)
+        Global point index of each row of G.
+    floor : float
+        The lowest threshold: components are those of G's edges ``>= floor``.
+    pair_scores : callable (left (p,), right (p,)) -> (p,) scores
+        The similarity of any two points, by global index.
+    max_points : int
+        A larger component keeps the lists' edges (its every pair would cost the
+        square of its size).
+
+    Returns
+    -------
+    csr_array, shape (s, s)
+    """
+    label = floor_components(G, floor)
+    sizes = np.bincount(label)
+    done = (sizes[label] >= 2) & (sizes[label] <= max_points)
+    if not done.any():
+        return G
+    coo = G.tocoo()
+    keep = ~(done[coo.row] & done[coo.col] & (label[coo.row] == label[coo.col]))
+    rows, cols, vals = [coo.row[keep]], [coo.col[keep]], [coo.data[keep].astype(np.float64)]
+    order = np.argsort(label, kind="stable")
+    starts = np.r_[0, np.cumsum(sizes)]
+    for c in np.flatnonzero((sizes >= 2) & (sizes <= max_points)):
+        members = order[starts[c] : starts[c + 1]]
+        i, j = np.triu_indices(members.size, 1)
+        left, right = members[i], members[j]
+        score = np.asarray(pair_scores(points[left], points[right]), np.float64)
+        some = score >= COMPLETE_MIN
+        rows += [left[some], right[some]]
+        cols += [right[some], left[some]]
+        vals += [score[some], score[some]]
+    shape = G.shape
+    data = np.concatenate(vals).astype(G.dtype)
+    out = sparse.csr_array((data, (np.concatenate(rows), np.concatenate(cols))), shape=shape)
+    out.sort_indices()
+    return out
+
+
 def step(
     forest: Forest,
     idx: NDArray[np.int64],
@@ -265,6 +337,7 @@ def step(
     take: Callable[[int], NDArray[np.int64]],
     algorithm: str,
     floor: float,
+    complete: Callable[[NDArray[np.int64], sparse.csr_array], sparse.csr_array] | None = None,
 ) -> tuple[ClusteringDelta, Touched]:
     """Bring the forest up to date after a mini-batch; its delta and what it redid.
 
@@ -282,10 +355,16 @@ def step(
         The rounds on a graph over s points, left as a forest.
     take : callable (count) -> ndarray of int64
         Issues new stable ids.
+    complete : callable (points (s,), graph (s, s)) -> graph (s, s), optional
+        The graph the rounds run on, from the lists' graph among ``S``
+        (:func:`complete_components`); it must keep every edge across two floor
+        components below the floor.
     """
     n0, n = forest.n_points, idx.shape[0]
     S = forest.touched(np.asarray(marked, np.int64), n)
     G = local_graph(S, idx[S], sim[S])
+    if complete is not None:
+        G = complete(S, G)
     h = agglomerate(G, S.size)
     M = h.leaf_membership()
     pids = point_ids[S]

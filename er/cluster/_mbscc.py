@@ -25,6 +25,7 @@ Monath et al., KDD 2021; dissertation ch. 4, Alg. 10.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -44,6 +45,9 @@ __all__ = ["MBSCC"]
 
 from er.cluster._knn_lists import _KnnLists
 from er.cluster._snapshot import _Snapshot
+
+# the similarity of any two points by global index: (left (p,), right (p,)) -> (p,)
+PairScores = Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]]
 
 
 class MBSCC:
@@ -72,6 +76,11 @@ class MBSCC:
         (:mod:`er.cluster._components`): the result equals SCC on the same points,
         at a cost that follows the batch, not n. ``hierarchy_`` and ``node_ids_``
         are then assembled when read; ``touched_`` tells what the batch redid.
+    complete_max : int, default 0
+        With ``components`` marking: floor components of up to this many points are
+        linked over every pair of their points, scored by the ``pair_scores`` each
+        ``partial_fit`` then needs, not over the k-NN lists alone
+        (:func:`er.cluster._components.complete_components`); 0: never.
 
     Attributes
     ----------
@@ -95,6 +104,7 @@ class MBSCC:
         "linkage": [Options(LINKAGES)],
         "k": [Interval(int, 1, None)],
         "marking": [Options(("paper", "exact", "components"))],
+        "complete_max": [Interval(int, 0, None)],
     }
     algorithm = "mbscc"
     # only on an instance unpickled from before the member lists (see _upgrade_keys)
@@ -114,6 +124,7 @@ class MBSCC:
         linkage: str = "centroid",
         k: int = 10,
         marking: str = "paper",
+        complete_max: int = 0,
     ) -> None:
         self.n_levels = n_levels
         self.schedule = schedule
@@ -122,6 +133,7 @@ class MBSCC:
         self.linkage = linkage
         self.k = k
         self.marking = marking
+        self.complete_max = complete_max
 
     def fit(self, X: NDArray[np.floating]) -> MBSCC:
         """Start over with the rows of X as the first mini-batch."""
@@ -131,6 +143,7 @@ class MBSCC:
         self,
         X: NDArray[np.floating],
         neighbors: tuple[NDArray[Any], NDArray[Any]] | None = None,
+        pair_scores: PairScores | None = None,
     ) -> MBSCC:
         """Add the rows of X as the next mini-batch.
 
@@ -147,16 +160,30 @@ class MBSCC:
             MBSCC searches exactly itself (O(b n d) per batch). Given with the
             first batch, and the linkage is not centroid, MBSCC keeps no copy of the
             points: every later batch must bring its neighbours too.
+        pair_scores : callable (left (p,), right (p,)) -> (p,) similarities, optional
+            The similarity of any two points by global index, for ``complete_max``
+            (required then). A component is linked by the scores of the batch that
+            last touched it.
         """
-        return self._fit(X, partial=True, neighbors=neighbors)
+        return self._fit(X, partial=True, neighbors=neighbors, pair_scores=pair_scores)
 
     def _fit(
         self,
         X: NDArray[np.floating],
         partial: bool,
         neighbors: tuple[NDArray[Any], NDArray[Any]] | None = None,
+        pair_scores: PairScores | None = None,
     ) -> MBSCC:
         validate_params(self)
+        if self.complete_max and self.marking != "components":
+            raise ConfigError(
+                f'MBSCC complete_max needs marking="components". Got {self.marking!r}.'
+            )
+        if self.complete_max and pair_scores is None:
+            raise ConfigError(
+                f"MBSCC complete_max={self.complete_max} scores every pair of a floor "
+                "component: pass pair_scores= with every batch."
+            )
         rows = normalize_rows(np.asarray(X))
         if not partial or not hasattr(self, "_knn"):
             # given neighbours and a linkage that reads no vectors: the caller's index
@@ -186,7 +213,7 @@ class MBSCC:
         marked = self._knn.add(rows, neighbors)
         taus = thresholds(self.tau_max, self.tau_min, self.n_levels, self.schedule)
         if self._forest is not None:
-            return self._fit_components(np.flatnonzero(marked), taus)
+            return self._fit_components(np.flatnonzero(marked), taus, pair_scores)
         vectors = self._knn.points if self.linkage == "centroid" else None
         agg = Agglomerator(self._knn.graph(), self.linkage, vectors)
         if self.marking == "exact" or not partial:
@@ -211,9 +238,21 @@ class MBSCC:
             )
         return True
 
-    def _fit_components(self, marked: NDArray[np.int64], taus: NDArray[np.float64]) -> MBSCC:
+    def _fit_components(
+        self,
+        marked: NDArray[np.int64],
+        taus: NDArray[np.float64],
+        pair_scores: PairScores | None = None,
+    ) -> MBSCC:
         """One batch over the floor components it touches (:func:`_components.step`)."""
         params = get_params(self)
+        floor = float(taus[-1])
+        complete = None
+        if self.complete_max and pair_scores is not None:
+            scores, most = pair_scores, self.complete_max
+
+            def complete(points: NDArray[np.int64], G: Any) -> Any:
+                return _components.complete_components(G, points, floor, scores, most)
 
         def agglomerate(G: Any, s: int) -> Hierarchy:
             agg = Agglomerator(G, self.linkage)
@@ -232,7 +271,8 @@ class MBSCC:
             agglomerate,
             self._take_ids,
             self.algorithm,
-            float(taus[-1]),
+            floor,
+            complete,
         )
         self._hierarchy = self._node_ids = None  # assembled when read
         return self
@@ -269,6 +309,7 @@ class MBSCC:
             if public in state:
                 state[private] = state.pop(public)
         state.setdefault("_forest", None)
+        state.setdefault("complete_max", 0)  # pickles from before it
         self.__dict__.update(state)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -188,13 +188,14 @@ PAIR_FLOOR = 0.05
 
 
 # A free-text collection (er.match._views: no name, date or id beside its text) is
-# clustered by sparse average linkage over each mention's FREE_TEXT_K nearest: its
+# clustered by average linkage over each mention's FREE_TEXT_K nearest and, below,
+# every pair of its components, not by the mean over the proposed pairs: its
 # pair probabilities are soft (a pair of affiliations of one institute is 0.3 as often
 # as 0.9), and the mean over the candidate pairs between two clusters, which ignores
 # the pairs the index did not propose, chains institutes together (Leipzig pairwise
 # F1 0.24 at any cut, bench/RESULTS.md "Free text alone"). Sparse average counts a
 # pair left out of the neighbours as no match, so an entity much larger than k is
-# split: k and the cut were chosen together on two tuning sets of free text, before
+# split: k and a cut (0.1 then) were chosen together on two tuning sets of free text, before
 # Leipzig went through the pipeline, by their mean pairwise F1: PATSTAT's firm names
 # ("patstat-names", entities of tens to hundreds of records) and FEBRL3's fields
 # joined into one string ("febrl3-text", 1 to 5). Means at cut 0.1 / 0.15 / 0.2 / 0.3 /
@@ -207,7 +208,18 @@ PAIR_FLOOR = 0.05
 # 0.1, TF-IDF + HAC 0.702 at its best. What moves it is the candidates EM trains on (a
 # mention's 3 nearest: 0.806), which PATSTAT's large firms need deep (0.835 -> 0.513).
 FREE_TEXT_K = 100
-DEFAULT_FREE_TEXT_CUT = 0.1
+# A component's every pair is scored, not the lists' alone (MBSCC ``complete_max``,
+# er.cluster._components.complete_components): two clusters then link by the mean
+# match probability of all their pairs whatever their sizes, and one cut suits small
+# and large entities. Chosen with the cut on the same three tuning sets, pairwise F1
+# (FEBRL3 text / orgs / PATSTAT names, every record at once; bench/HISTORY.md): the
+# lists alone at cut 0.1, 0.784 / 0.729 / 0.835; every pair of a component at cut 0.3,
+# 0.4, 0.5: 0.845 / 0.767 / 0.852, 0.870 / 0.775 / 0.832, 0.889 / 0.669 / 0.759. A
+# component's pairs grow with the square of its size: one of more than
+# FREE_TEXT_COMPLETE mentions keeps the lists alone (4.5 million pairs, about 25 s of
+# scoring at the 180,000 pairs/s measured on Leipzig's model, per batch touching it).
+FREE_TEXT_COMPLETE = 3_000
+DEFAULT_FREE_TEXT_CUT = 0.4
 
 
 def _default_cut(scoring: str, free_text: bool) -> float:
@@ -228,7 +240,9 @@ def _default_params(algorithm: str, scoring: str, free_text: bool = False) -> di
     if algorithm != "mbscc" or scoring != "pair_model":
         return {}
     params: dict[str, Any] = {"linkage": "mean", "tau_min": PAIR_FLOOR, "marking": "components"}
-    return {**params, "linkage": "average", "k": FREE_TEXT_K} if free_text else params
+    if not free_text:
+        return params
+    return {**params, "linkage": "average", "k": FREE_TEXT_K, "complete_max": FREE_TEXT_COMPLETE}
 
 
 def _scoring(given: Mapping[str, Any], featurizer: FeaturizerConfig) -> str:

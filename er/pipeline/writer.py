@@ -48,7 +48,7 @@ from er.cluster import MBSCC
 from er.delta import ClusteringDelta
 from er.entities import EntityStep
 from er.evaluation import cut_at_score
-from er.exceptions import ERError
+from er.exceptions import ConfigError, ERError
 from er.featurize import NormalisedBatch
 from er.match import FieldTable, PairModel
 from er.pipeline.config import DEFAULT_CUT, _featurizer, field_types, stored_model
@@ -302,7 +302,8 @@ class _BatchJob:
                 sim = self._scored(state, found.batch, idx, first)
         with _timed(timings, "cluster_s"):
             if isinstance(state.core, MBSCC):
-                state.core.partial_fit(X, neighbors=(idx, sim))
+                scores = _pair_scores(state) if state.core.complete_max else None
+                state.core.partial_fit(X, neighbors=(idx, sim), pair_scores=scores)
             else:
                 state.core.partial_fit(X)
         stop = first + X.shape[0]
@@ -453,6 +454,23 @@ def _vectors(index: Any, stop: int) -> NDArray[np.float32]:
     if isinstance(index, Int8Rows):
         return index.floats(stop)
     return np.asarray(index.vectors[:stop], np.float32)
+
+
+def _pair_scores(state: _State) -> Callable[[NDArray[np.int64], NDArray[np.int64]], Any]:
+    """Any two mentions' match probability under the model that scored the batch, for
+    a core that links a floor component over all its pairs (free text:
+    ``er.pipeline.config.FREE_TEXT_COMPLETE``). The model's own trained prior, not the
+    collection's size: a component's linkage does not depend on which batch last
+    touched it, so a backlog stepped in groups builds what its batches would one by
+    one."""
+    table, model = state.table, state.model
+    if table is None or model is None:
+        raise ConfigError("a core linking every pair needs a pair-model collection")
+
+    def scores(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.float64]:
+        return model.probability(table, left, right)
+
+    return scores
 
 
 def _current_model(config: Mapping[str, Any], state: _State) -> PairModel | None:

@@ -160,3 +160,114 @@ def test_floor_components_keep_rows_without_edges() -> None:
     expected = csgraph.connected_components(sparse.csr_array(W * (W >= 0.5)), directed=False)[1]
     np.testing.assert_array_equal(got, expected)
     assert got[0] == got[1] and len({got[1], got[2], got[3]}) == 3
+
+
+# -- every pair of a floor component (complete_max) ----------------------------------------
+def _cosines(X: np.ndarray) -> Any:
+    V = X / np.linalg.norm(X, axis=1, keepdims=True)
+
+    def scores(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        return np.clip(np.einsum("ij,ij->i", V[left], V[right]), 0.0, 1.0)
+
+    return scores
+
+
+def _completed_graph(X: np.ndarray, k: int, floor: float, most: int) -> Any:
+    """The oracle's graph, built apart from er: each point's exact k nearest (brute
+    force, ties to the lower index), both directions; inside each component of its
+    edges >= floor (scipy) of at most ``most`` points, every pair's cosine instead
+    (those of at least COMPLETE_MIN)."""
+    from scipy import sparse
+    from scipy.sparse import csgraph
+
+    from er.cluster._components import COMPLETE_MIN
+
+    n = X.shape[0]
+    V = X / np.linalg.norm(X, axis=1, keepdims=True)
+    C = np.clip(V @ V.T, 0.0, 1.0).astype(np.float32)
+    W = np.zeros((n, n))
+    for i in range(n):
+        order = sorted((j for j in range(n) if j != i), key=lambda j: (-C[i, j], j))
+        for j in order[:k]:
+            W[i, j] = W[j, i] = C[i, j]
+    _, label = csgraph.connected_components(sparse.csr_array(W * (floor <= W)), directed=False)
+    sizes = np.bincount(label)
+    for c in np.flatnonzero((sizes >= 2) & (sizes <= most)):
+        rows = np.flatnonzero(label == c)
+        block = C[np.ix_(rows, rows)].astype(np.float64)
+        block[block < COMPLETE_MIN] = 0.0
+        np.fill_diagonal(block, 0.0)
+        W[np.ix_(rows, rows)] = block
+    return sparse.csr_array(W)
+
+
+def _close(
+    a: dict[frozenset[int], tuple[float | None, int, int]],
+    b: dict[frozenset[int], tuple[float | None, int, int]],
+) -> bool:
+    """The same nodes at the same levels, scores within float32 rounding (the oracle's
+    cosines are its own matrix product, not er's)."""
+    if a.keys() != b.keys():
+        return False
+    for key, (score, lo, hi) in a.items():
+        other, lo2, hi2 = b[key]
+        if (lo, hi) != (lo2, hi2) or (score is None) != (other is None):
+            return False
+        if score is not None and other is not None and abs(score - other) > 1e-5:
+            return False
+    return True
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    data=streams(),
+    k=st.integers(1, 5),
+    floor=st.sampled_from([0.3, 0.6, 0.85]),
+    most=st.sampled_from([2, 6, 1000]),
+)
+def test_complete_components_equal_batch_scc_on_every_pair(
+    data: tuple[np.ndarray, list[int]], k: int, floor: float, most: int
+) -> None:
+    """Stepped batch by batch, every pair of each small floor component scored: batch
+    SCC on the oracle's completed graph of the final points."""
+    X, cuts = data
+    same: dict[str, Any] = {"linkage": "average", "n_levels": 12, "schedule": "geometric"}
+    m = MBSCC(**same, k=k, tau_min=floor, marking="components", complete_max=most)
+    scores, at = _cosines(X), 0
+    for c in cuts:
+        m.partial_fit(X[at : at + c], pair_scores=scores)
+        at += c
+    G = _completed_graph(X, k, floor, most)
+    ref = SCC(**same, tau_max=1.0, tau_min=floor).fit(graph=G).hierarchy_
+    assert _close(_structure(m.hierarchy_), _structure(ref))
+
+
+def test_an_entity_larger_than_the_lists_is_one_cluster_when_every_pair_is_scored() -> None:
+    """40 near copies of one point, 3 neighbours each: over the lists alone a cluster
+    of the 40 links by at most 3 * 40 of its 780 pairs (average 0.15), so it never
+    forms above 0.5; with every pair scored it forms at about 0.99."""
+    from er.evaluation import cut_at_score
+
+    rng = np.random.default_rng(5)
+    group = np.abs(np.array([1.0, 0.2, 0, 0]) + 0.02 * rng.normal(size=(40, 4)))
+    other = np.abs(np.array([0, 0, 1.0, 0.3]) + 0.02 * rng.normal(size=(10, 4)))
+    X = np.r_[group, other].astype(np.float32)
+    params: dict[str, Any] = {"k": 3, "linkage": "average", "tau_min": 0.1}
+    whole = MBSCC(**params, marking="components", complete_max=100)
+    lists = MBSCC(**params, marking="components")
+    for at in range(0, 50, 10):
+        whole.partial_fit(X[at : at + 10], pair_scores=_cosines(X))
+        lists.partial_fit(X[at : at + 10])
+    by_pairs = cut_at_score(whole.hierarchy_, 0.5)
+    assert len(set(by_pairs[:40].tolist())) == 1 and not set(by_pairs[40:]) & set(by_pairs[:40])
+    assert len(set(cut_at_score(lists.hierarchy_, 0.5)[:40].tolist())) > 1
+
+
+def test_complete_max_needs_pair_scores_and_components() -> None:
+    X = np.eye(3, dtype=np.float32)
+    with pytest.raises(ConfigError, match="pair_scores"):
+        MBSCC(tau_min=0.5, linkage="average", marking="components", complete_max=5).partial_fit(X)
+    with pytest.raises(ConfigError, match="components"):
+        MBSCC(tau_min=0.5, linkage="average", complete_max=5).partial_fit(
+            X, pair_scores=_cosines(X)
+        )
