@@ -79,7 +79,9 @@ class MBSCC:
     complete_max : int, default 0
         With ``components`` marking: floor components of up to this many points are
         linked over every pair of their points, scored by the ``pair_scores`` each
-        ``partial_fit`` then needs, not over the k-NN lists alone
+        ``partial_fit`` then needs, not over the k-NN lists alone; a larger one over
+        every pair of each cluster its lists form under mean linkage, at the lowest
+        level where those pairs are no more
         (:func:`er.cluster._components.complete_components`); 0: never.
 
     Attributes
@@ -247,18 +249,27 @@ class MBSCC:
         """One batch over the floor components it touches (:func:`_components.step`)."""
         params = get_params(self)
         floor = float(taus[-1])
-        complete = None
-        if self.complete_max and pair_scores is not None:
-            scores, most = pair_scores, self.complete_max
-
-            def complete(points: NDArray[np.int64], G: Any) -> Any:
-                return _components.complete_components(G, points, floor, scores, most)
 
         def agglomerate(G: Any, s: int) -> Hierarchy:
             agg = Agglomerator(G, self.linkage)
             for tau in taus:
                 agg.merge(_at_least(float(tau)))
             return agg.finish(self.algorithm, params, s, join=False)
+
+        complete = None
+        if self.complete_max and pair_scores is not None:
+            scores, most = pair_scores, self.complete_max
+
+            def complete(points: NDArray[np.int64], G: Any) -> Any:
+                def lists(H: Any) -> Hierarchy:
+                    # mean linkage: a missing pair is no evidence, so its clusters
+                    # hold whole entities rather than the parts average leaves
+                    agg = Agglomerator(H, "mean")
+                    for tau in taus:
+                        agg.merge(_at_least(float(tau)))
+                    return agg.finish(self.algorithm, params, H.shape[0], join=False)
+
+                return _components.complete_components(G, points, floor, scores, most, lists)
 
         assert self._forest is not None  # _fit's caller checks
         n = self._knn._n

@@ -173,14 +173,18 @@ def _cosines(X: np.ndarray) -> Any:
 
 
 def _completed_graph(X: np.ndarray, k: int, floor: float, most: int) -> Any:
-    """The oracle's graph, built apart from er: each point's exact k nearest (brute
-    force, ties to the lower index), both directions; inside each component of its
-    edges >= floor (scipy) of at most ``most`` points, every pair's cosine instead
-    (those of at least COMPLETE_MIN)."""
+    """The oracle's graph: each point's exact k nearest (brute force, ties to the lower
+    index), both directions; inside each component of its edges >= floor (scipy) of
+    at most ``most`` points, every pair's cosine (those of at least COMPLETE_MIN)
+    instead; in a larger one, inside each cluster of mean-linkage rounds over the
+    component's lists (er's grouping rule: the same rounds, a pair missing from the
+    lists no evidence) at the lowest level where their pairs number no more."""
     from scipy import sparse
     from scipy.sparse import csgraph
 
     from er.cluster._components import COMPLETE_MIN
+    from er.cluster._rounds import Agglomerator
+    from er.cluster._scc import thresholds
 
     n = X.shape[0]
     V = X / np.linalg.norm(X, axis=1, keepdims=True)
@@ -190,10 +194,29 @@ def _completed_graph(X: np.ndarray, k: int, floor: float, most: int) -> Any:
         order = sorted((j for j in range(n) if j != i), key=lambda j: (-C[i, j], j))
         for j in order[:k]:
             W[i, j] = W[j, i] = C[i, j]
-    _, label = csgraph.connected_components(sparse.csr_array(W * (floor <= W)), directed=False)
-    sizes = np.bincount(label)
-    for c in np.flatnonzero((sizes >= 2) & (sizes <= most)):
+    graph = sparse.csr_array(W * (floor <= W))
+    _, label = csgraph.connected_components(graph, directed=False)
+    budget = most * (most - 1) // 2
+    groups = []
+    for c in range(label.max() + 1):
         rows = np.flatnonzero(label == c)
+        if rows.size * (rows.size - 1) // 2 <= budget:
+            groups.append(rows)
+            continue
+        agg = Agglomerator(sparse.csr_array(W[np.ix_(rows, rows)]), "mean")
+        for tau in thresholds(1.0, floor, 12, "geometric"):
+            agg.merge(lambda nn, best, tau=tau: best >= tau)
+        h = agg.finish("mbscc", {}, rows.size, join=False)
+        M = h.leaf_membership()
+        nodes = [M.indices[M.indptr[v] : M.indptr[v + 1]] for v in range(h.n_nodes)]
+        for level in range(int(h.level_hi.max()), -1, -1):  # the floor's level first
+            # the clusters of a level: the largest nodes alive at it, points alone else
+            alive = [v for v in range(h.n_nodes) if h.level_lo[v] <= level <= h.level_hi[v]]
+            parts = [nodes[v] for v in alive if nodes[v].size >= 2]
+            if sum(p.size * (p.size - 1) // 2 for p in parts) <= budget:
+                groups += [rows[p] for p in parts]
+                break
+    for rows in groups:
         block = C[np.ix_(rows, rows)].astype(np.float64)
         block[block < COMPLETE_MIN] = 0.0
         np.fill_diagonal(block, 0.0)
@@ -223,13 +246,14 @@ def _close(
     data=streams(),
     k=st.integers(1, 5),
     floor=st.sampled_from([0.3, 0.6, 0.85]),
-    most=st.sampled_from([2, 6, 1000]),
+    most=st.sampled_from([2, 4, 6, 10, 20, 1000]),
 )
 def test_complete_components_equal_batch_scc_on_every_pair(
     data: tuple[np.ndarray, list[int]], k: int, floor: float, most: int
 ) -> None:
-    """Stepped batch by batch, every pair of each small floor component scored: batch
-    SCC on the oracle's completed graph of the final points."""
+    """Stepped batch by batch, every pair of each small floor component scored (of a
+    large one, inside the clusters its lists form under mean linkage at a higher
+    level): batch SCC on the oracle's completed graph of the final points."""
     X, cuts = data
     same: dict[str, Any] = {"linkage": "average", "n_levels": 12, "schedule": "geometric"}
     m = MBSCC(**same, k=k, tau_min=floor, marking="components", complete_max=most)
@@ -271,3 +295,29 @@ def test_complete_max_needs_pair_scores_and_components() -> None:
         MBSCC(tau_min=0.5, linkage="average", complete_max=5).partial_fit(
             X, pair_scores=_cosines(X)
         )
+
+
+def test_a_component_past_complete_max_is_scored_inside_its_parts_at_a_higher_level() -> None:
+    """Two groups of 14 near copies joined at the floor by two bridge points: 30
+    points, 435 pairs, past complete_max 20 (190). At the first level above the
+    bridges' links (about 0.84) the parts are the groups and the bridges, 183 pairs:
+    those are scored, so each group forms above 0.6, which over its 3-neighbour lists
+    alone (at most 3 * 14 of its 91 pairs) it cannot."""
+    from er.evaluation import cut_at_score
+
+    rng = np.random.default_rng(8)
+    a = np.abs(np.array([1.0, 0.2, 0, 0]) + 0.01 * rng.normal(size=(14, 4)))
+    b = np.abs(np.array([0.2, 1.0, 0, 0]) + 0.01 * rng.normal(size=(14, 4)))
+    bridges = np.array([[0.62, 0.58, 0, 0], [0.58, 0.62, 0, 0]])
+    X = np.r_[a, b, bridges].astype(np.float32)
+    params: dict[str, Any] = {"k": 3, "linkage": "average", "tau_min": 0.1, "n_levels": 40}
+    params |= {"schedule": "geometric", "marking": "components"}
+    whole, lists = MBSCC(**params, complete_max=20), MBSCC(**params)
+    whole.partial_fit(X, pair_scores=_cosines(X))
+    lists.partial_fit(X)
+    assert whole.touched_.points.size == 30  # one floor component
+    got = cut_at_score(whole.hierarchy_, 0.6)
+    assert len(set(got[:14].tolist())) == 1 and len(set(got[14:28].tolist())) == 1
+    assert got[0] != got[14]
+    alone = cut_at_score(lists.hierarchy_, 0.6)
+    assert len(set(alone[:14].tolist())) > 1
