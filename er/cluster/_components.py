@@ -272,8 +272,8 @@ def complete_components(
 ) -> sparse.csr_array:
     """G with every pair inside each floor component of at most ``max_points`` points
     scored, not only the pairs of the k-NN lists; in a larger component, every pair
-    inside each cluster the lists alone form at the lowest level where those pairs are
-    no more than a component of ``max_points`` points has.
+    inside each cluster its lists form (``first_pass``) at the lowest level where
+    those pairs are no more than a component of ``max_points`` points has.
 
     Average linkage over the lists counts a pair missing from them as a similarity of
     0, so an entity of more points than the lists hold can never reach a high
