@@ -250,25 +250,25 @@ class MBSCC:
         params = get_params(self)
         floor = float(taus[-1])
 
-        def agglomerate(G: Any, s: int) -> Hierarchy:
-            agg = Agglomerator(G, self.linkage)
+        def rounds(G: Any, s: int, linkage: str) -> Hierarchy:
+            agg = Agglomerator(G, linkage)
             for tau in taus:
                 agg.merge(_at_least(float(tau)))
             return agg.finish(self.algorithm, params, s, join=False)
+
+        def agglomerate(G: Any, s: int) -> Hierarchy:
+            return rounds(G, s, self.linkage)
 
         complete = None
         if self.complete_max and pair_scores is not None:
             scores, most = pair_scores, self.complete_max
 
-            def complete(points: NDArray[np.int64], G: Any) -> Any:
-                def lists(H: Any) -> Hierarchy:
-                    # mean linkage: a missing pair is no evidence, so its clusters
-                    # hold whole entities rather than the parts average leaves
-                    agg = Agglomerator(H, "mean")
-                    for tau in taus:
-                        agg.merge(_at_least(float(tau)))
-                    return agg.finish(self.algorithm, params, H.shape[0], join=False)
+            def lists(H: Any) -> Hierarchy:
+                # mean linkage: a missing pair is no evidence, so its clusters hold
+                # whole entities rather than the parts average linkage leaves
+                return rounds(H, H.shape[0], "mean")
 
+            def complete(points: NDArray[np.int64], G: Any) -> Any:
                 return _components.complete_components(G, points, floor, scores, most, lists)
 
         assert self._forest is not None  # _fit's caller checks

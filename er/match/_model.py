@@ -168,6 +168,11 @@ class PairModel:
     def names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields)
 
+    @property
+    def compares_views(self) -> bool:
+        """Whether the model compares free text in views (er.match._views)."""
+        return any(f.source is not None for f in self.fields)
+
     def levels(
         self, table: FieldTable, left: NDArray[np.int64], right: NDArray[np.int64]
     ) -> NDArray[np.int8]:

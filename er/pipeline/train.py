@@ -82,7 +82,7 @@ def grown_past_first_model(model: PairModel, population: int) -> bool:
     """Whether the writer retrains now: ``model`` is the first batch's (version 1,
     unsupervised, on fewer than GROWTH_RETRAIN records; not free text in views that
     EM fitted) and the collection holds ``population`` >= GROWTH_RETRAIN mentions."""
-    fitted_views = model.method == "em" and any(f.source is not None for f in model.fields)
+    fitted_views = model.method == "em" and model.compares_views
     return (
         model.version == 1
         and model.method != "gold"
@@ -108,7 +108,7 @@ def train_on_collection(
     linkage and cut were chosen for."""
     kinds = [config["field_types"][name] for name in table.fields]
     pairs = exact_candidates(X, training_k(config))
-    views = None if held is None else any(f.source is not None for f in held.fields)
+    views = None if held is None else held.compares_views
     return train_pair_model(
         table, kinds, pairs, gold=gold, seed=TRAIN_SEED, version=version, views=views
     )
