@@ -14,7 +14,9 @@
   (``er.pipeline.config.FREE_TEXT_K``), read before Leipzig;
 - ``orgs-places[@tuning]``: ``orgs.py``'s affiliation strings of organisations that
   share their places (2,500 strings), at its test seed (or the tuning seed): the third
-  free-text tuning set.
+  free-text tuning set; ``orgs-places-10k[@tuning]``: 10,000 strings of 120 cities'
+  organisations, free text past ``er.pipeline.config.FREE_TEXT_COMPLETE`` in one
+  component.
 
 Every record is a dict of strings with ``rec_id``; the gold entity is kept apart.
 """
@@ -44,6 +46,7 @@ NAMES = [
     "patstat-names",
     "febrl3-text",
     "orgs-places",
+    "orgs-places-10k",
     "leipzig",
 ]
 SEEDED = ("people", "orgs")  # families with a tuning seed: thresholds are chosen on it
@@ -60,6 +63,10 @@ def load(name: str) -> Dataset:
     if base == "orgs-places":
         seed = orgs.TUNING_SEED if tag == "tuning" else orgs.TEST_SEED
         return _split_gold(orgs.org_places(seed=seed), "entity", family="orgs", seed=seed)
+    if base == "orgs-places-10k":
+        seed = orgs.TUNING_SEED if tag == "tuning" else orgs.TEST_SEED
+        rows = orgs.org_places(10_000, seed, cities=120)
+        return _split_gold(rows, "entity", family="orgs", seed=seed)
     if base.startswith("febrl"):
         return _febrl(base)
     if base == "patstat":

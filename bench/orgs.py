@@ -111,12 +111,13 @@ def _acronym(name: str) -> str:
     return "".join(w[0] for w in name.split() if w[0].isupper())
 
 
-def _orgs(rng: np.random.Generator) -> list[_Org]:
-    """Every organisation of the world: 30 cities, 4-13 organisations each."""
-    brands = [_word(rng) for _ in range(60)]
+def _orgs(rng: np.random.Generator, cities: int = 30) -> list[_Org]:
+    """Every organisation of the world: ``cities`` cities, 4-13 organisations each, two
+    brands per city to share among the firms."""
+    brands = [_word(rng) for _ in range(2 * cities)]
     societies = [_word(rng) for _ in range(4)]
     out: list[_Org] = []
-    for _ in range(30):
+    for _ in range(cities):
         city = _word(rng, int(rng.integers(2, 4)))
         region = _word(rng)[:2].upper() if rng.random() < 0.6 else _word(rng)
         country = int(rng.integers(len(_COUNTRIES)))
@@ -210,7 +211,7 @@ def _typo(text: str, rng: np.random.Generator) -> str:
     return text[:at] + str(rng.choice(list("aeinorst"))) + text[at + 1 :]
 
 
-def org_places(n: int = 2_500, seed: int = TUNING_SEED) -> list[dict[str, str]]:
+def org_places(n: int = 2_500, seed: int = TUNING_SEED, cities: int = 30) -> list[dict[str, str]]:
     """``n`` affiliation strings with their organisation, as records ``rec_id``,
     ``entity`` and ``affiliation`` (Leipzig's field name, so every system reads it as it
     reads Leipzig).
@@ -221,7 +222,7 @@ def org_places(n: int = 2_500, seed: int = TUNING_SEED) -> list[dict[str, str]]:
     name the same department) or none.
     """
     rng = np.random.default_rng(seed)
-    orgs = _orgs(rng)
+    orgs = _orgs(rng, cities)
     weight = 1.0 / np.arange(1, len(orgs) + 1) ** 0.9
     weight = weight[rng.permutation(len(orgs))]
     which = rng.choice(len(orgs), size=n, p=weight / weight.sum())

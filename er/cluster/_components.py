@@ -262,18 +262,22 @@ def floor_components(G: sparse.csr_array, floor: float) -> NDArray[np.int64]:
 COMPLETE_MIN = 1e-3
 
 
+# A component past the budget scores the pairs of points that both link at this or
+# more to a third (or to each other) in the lists: a match probability of 0.5, more
+# likely a match than not. See complete_components.
+COMPLETE_THROUGH = 0.5
+
+
 def complete_components(
     G: sparse.csr_array,
     points: NDArray[np.int64],
     floor: float,
     pair_scores: Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]],
     max_points: int,
-    first_pass: Callable[[sparse.csr_array], Hierarchy] | None = None,
 ) -> sparse.csr_array:
     """G with every pair inside each floor component of at most ``max_points`` points
-    scored, not only the pairs of the k-NN lists; in a larger component, every pair
-    inside each cluster its lists form (``first_pass``) at the lowest level where
-    those pairs are no more than a component of ``max_points`` points has.
+    scored, not only the pairs of the k-NN lists; in a larger component, the pairs of
+    its lists and the pairs two steps apart in them (:func:`_pairs_through`).
 
     Average linkage over the lists counts a pair missing from them as a similarity of
     0, so an entity of more points than the lists hold can never reach a high
@@ -287,16 +291,18 @@ def complete_components(
     component's own graph.
 
     Free text chains into one component as it grows (9,860 of 10,000 organisations'
-    strings, 9,694 over pairs scored 0.9 or more), whose every pair would cost the
-    square of its size per batch. Such a component is clustered over its lists first
-    (``first_pass``: mean linkage, a pair missing from the lists no evidence, so that
-    its clusters hold whole entities, where average linkage leaves their parts), and
-    the pairs inside its clusters at the lowest level where they number at most
-    ``max_points * (max_points - 1) / 2`` are scored: a batch scores no more per
-    component, and the clusters above that level link over every pair. On those
-    10,000 strings, pairwise F1 at cut 0.4 over the lists alone 0.292, over every
-    pair of the mean-linkage clusters 0.646 (one model for both; bench/HISTORY.md).
-    A pair scored under COMPLETE_MIN is no edge, as a pair missing from the lists.
+    strings), whose every pair would cost the square of its size per batch. Yet few of
+    those pairs matter: of the 50 million pairs of 10,000 organisations' strings in
+    977 organisations (bench/orgs.py, 120 cities), 2.1 million score 1e-3 or more, and
+    the pairs of an entity are reached in two steps through its members' lists. So a
+    larger component scores its lists' pairs and every pair of points that both link
+    at COMPLETE_THROUGH or more to a third; where those exceed the budget, each point
+    stands between only its ``m`` strongest such links, ``m`` the most the budget
+    allows. On those 10,000 strings, pairwise F1 at cut 0.4: 0.869 with 2.9 million
+    pairs scored; 0.870 with every pair of the component; 0.646 scoring only inside
+    the clusters that mean-linkage rounds over the lists formed (er before;
+    bench/HISTORY.md). A pair scored under COMPLETE_MIN is no edge, as a pair missing
+    from the lists.
 
     Parameters
     ----------
@@ -310,65 +316,93 @@ def complete_components(
         The similarity of any two points, by global index.
     max_points : int
         The pairs of a component of this many points are what one may cost.
-    first_pass : callable (graph (c, c)) -> Hierarchy, optional
-        Mean-linkage rounds over a component's lists; None: a larger component keeps
-        the lists alone.
 
     Returns
     -------
     csr_array, shape (s, s)
     """
-    groups = _complete_groups(G, floor, max_points * (max_points - 1) // 2, first_pass)
-    if not groups:
+    label = floor_components(G, floor)
+    left, right = _pairs_to_score(G, label, max_points * (max_points - 1) // 2)
+    if left.size == 0:
         return G
-    group = np.full(G.shape[0], -1, np.int64)
-    for g, members in enumerate(groups):
-        group[members] = g
     coo = G.tocoo()
-    keep = (group[coo.row] < 0) | (group[coo.row] != group[coo.col])
-    rows, cols, vals = [coo.row[keep]], [coo.col[keep]], [coo.data[keep].astype(np.float64)]
-    for members in groups:
-        i, j = np.triu_indices(members.size, 1)
-        left, right = members[i], members[j]
-        score = np.asarray(pair_scores(points[left], points[right]), np.float64)
-        some = score >= COMPLETE_MIN
-        rows += [left[some], right[some]]
-        cols += [right[some], left[some]]
-        vals += [score[some], score[some]]
-    data = np.concatenate(vals).astype(G.dtype)
-    out = sparse.csr_array((data, (np.concatenate(rows), np.concatenate(cols))), shape=G.shape)
+    keep = label[coo.row] != label[coo.col]  # every edge inside a component is scored
+    score = np.asarray(pair_scores(points[left], points[right]), np.float64)
+    some = score >= COMPLETE_MIN
+    left, right, score = left[some], right[some], score[some].astype(G.dtype)
+    out = sparse.csr_array(
+        (
+            np.r_[coo.data[keep], score, score],
+            (np.r_[coo.row[keep], left, right], np.r_[coo.col[keep], right, left]),
+        ),
+        shape=G.shape,
+    )
     out.sort_indices()
     return out
 
 
-def _complete_groups(
-    G: sparse.csr_array,
-    floor: float,
-    budget: int,
-    first_pass: Callable[[sparse.csr_array], Hierarchy] | None,
-) -> list[NDArray[np.int64]]:
-    """The rows of G whose every pair :func:`complete_components` scores, as groups of
-    two or more: each floor component of at most ``budget`` pairs, and in a larger
-    one the clusters of ``first_pass`` at its lowest level of at most ``budget`` pairs
-    in all."""
-    label = floor_components(G, floor)
+def _pairs_to_score(
+    G: sparse.csr_array, label: NDArray[np.int64], budget: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(left, right) rows of G, left < right, shape (p,): every pair of each floor
+    component (``label``, shape (s,)) of at most ``budget`` pairs, and in a larger one
+    :func:`_pairs_through`'s."""
     sizes = np.bincount(label)
     order = np.argsort(label, kind="stable")
     starts = np.r_[0, np.cumsum(sizes)]
-    out: list[NDArray[np.int64]] = []
+    lefts, rights = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for c in np.flatnonzero(sizes >= 2):
         members = order[starts[c] : starts[c + 1]]
         if members.size * (members.size - 1) // 2 <= budget:
-            out.append(members)
-        elif first_pass is not None:
-            h = first_pass(G[members][:, members])
-            for level in range(int(h.level_hi.max(initial=0)), -1, -1):
-                cluster = np.unique(h.cut(level), return_inverse=True)[1].ravel()
-                counts = np.bincount(cluster)
-                if int((counts * (counts - 1) // 2).sum()) <= budget:
-                    out += [members[cluster == g] for g in np.flatnonzero(counts >= 2)]
-                    break
-    return out
+            i, j = np.triu_indices(members.size, 1)
+        else:
+            i, j = _pairs_through(G[members][:, members], COMPLETE_THROUGH, budget)
+        lefts.append(members[i])
+        rights.append(members[j])
+    return np.concatenate(lefts), np.concatenate(rights)
+
+
+def _pairs_through(
+    H: sparse.csr_array, through: float, budget: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(left, right), left < right, shape (p,): the pairs of H's edges and every pair
+    of points that both have an edge ``>= through`` to one point; each point stands
+    between its ``m`` strongest such edges (ties to the lower column), ``m`` the most
+    for which the pairs number at most ``budget`` (no limit when they do anyway;
+    with m = 0, H's edges alone, whatever their number).
+
+    Parameters
+    ----------
+    H : csr_array, shape (s, s)
+        A floor component's lists' graph (symmetric).
+    """
+    s = H.shape[0]
+    row = np.repeat(np.arange(s), np.diff(H.indptr))
+    strong = H.data >= through
+    r, c, v = row[strong], H.indices[strong].astype(np.int64), H.data[strong]
+    order = np.lexsort((c, -v, r))  # each row's edges, strongest first
+    r, c = r[order], c[order]
+    rank = np.arange(r.size) - np.searchsorted(r, r)
+    # H's edges (one of similarity 0 is none: it adds nothing to a linkage)
+    nz = H.data != 0
+    edges = sparse.csr_array((np.ones(int(nz.sum())), (row[nz], H.indices[nz])), shape=(s, s))
+
+    def pairs(m: int) -> sparse.coo_array:
+        kept = rank < m
+        hub, member = np.r_[r[kept], np.arange(s)], np.r_[c[kept], np.arange(s)]
+        B = sparse.csr_array((np.ones(hub.size), (hub, member)), shape=(s, s))
+        Q = sparse.triu(B.T @ B + edges, 1).tocoo()
+        return Q
+
+    lo, hi = 0, int(rank.max(initial=-1)) + 1
+    Q = pairs(hi)
+    if Q.nnz > budget:  # the largest m within the budget (the pairs grow with m)
+        hi -= 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if pairs(mid).nnz <= budget else (lo, mid - 1)
+        Q = pairs(lo)
+    return Q.row.astype(np.int64), Q.col.astype(np.int64)
 
 
 def step(

@@ -80,8 +80,8 @@ class MBSCC:
         With ``components`` marking: floor components of up to this many points are
         linked over every pair of their points, scored by the ``pair_scores`` each
         ``partial_fit`` then needs, not over the k-NN lists alone; a larger one over
-        every pair of each cluster its lists form under mean linkage, at the lowest
-        level where those pairs are no more
+        its lists' pairs and the pairs two steps apart in them, as many as such a
+        component has pairs at most
         (:func:`er.cluster._components.complete_components`); 0: never.
 
     Attributes
@@ -250,26 +250,18 @@ class MBSCC:
         params = get_params(self)
         floor = float(taus[-1])
 
-        def rounds(G: Any, s: int, linkage: str) -> Hierarchy:
-            agg = Agglomerator(G, linkage)
+        def agglomerate(G: Any, s: int) -> Hierarchy:
+            agg = Agglomerator(G, self.linkage)
             for tau in taus:
                 agg.merge(_at_least(float(tau)))
             return agg.finish(self.algorithm, params, s, join=False)
-
-        def agglomerate(G: Any, s: int) -> Hierarchy:
-            return rounds(G, s, self.linkage)
 
         complete = None
         if self.complete_max and pair_scores is not None:
             scores, most = pair_scores, self.complete_max
 
-            def lists(H: Any) -> Hierarchy:
-                # mean linkage: a missing pair is no evidence, so its clusters hold
-                # whole entities rather than the parts average linkage leaves
-                return rounds(H, H.shape[0], "mean")
-
             def complete(points: NDArray[np.int64], G: Any) -> Any:
-                return _components.complete_components(G, points, floor, scores, most, lists)
+                return _components.complete_components(G, points, floor, scores, most)
 
         assert self._forest is not None  # _fit's caller checks
         n = self._knn._n

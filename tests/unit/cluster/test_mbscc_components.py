@@ -176,15 +176,12 @@ def _completed_graph(X: np.ndarray, k: int, floor: float, most: int) -> Any:
     """The oracle's graph: each point's exact k nearest (brute force, ties to the lower
     index), both directions; inside each component of its edges >= floor (scipy) of
     at most ``most`` points, every pair's cosine (those of at least COMPLETE_MIN)
-    instead; in a larger one, inside each cluster of mean-linkage rounds over the
-    component's lists (er's grouping rule: the same rounds, a pair missing from the
-    lists no evidence) at the lowest level where their pairs number no more."""
+    instead; in a larger one, the cosine of its edges' pairs and of every pair two
+    steps apart over edges >= COMPLETE_THROUGH (:func:`_through`)."""
     from scipy import sparse
     from scipy.sparse import csgraph
 
     from er.cluster._components import COMPLETE_MIN
-    from er.cluster._rounds import Agglomerator
-    from er.cluster._scc import thresholds
 
     n = X.shape[0]
     V = X / np.linalg.norm(X, axis=1, keepdims=True)
@@ -197,31 +194,41 @@ def _completed_graph(X: np.ndarray, k: int, floor: float, most: int) -> Any:
     graph = sparse.csr_array(W * (floor <= W))
     _, label = csgraph.connected_components(graph, directed=False)
     budget = most * (most - 1) // 2
-    groups = []
+    scored = np.zeros((n, n), bool)
     for c in range(label.max() + 1):
         rows = np.flatnonzero(label == c)
         if rows.size * (rows.size - 1) // 2 <= budget:
-            groups.append(rows)
-            continue
-        agg = Agglomerator(sparse.csr_array(W[np.ix_(rows, rows)]), "mean")
-        for tau in thresholds(1.0, floor, 12, "geometric"):
-            agg.merge(lambda nn, best, tau=tau: best >= tau)
-        h = agg.finish("mbscc", {}, rows.size, join=False)
-        M = h.leaf_membership()
-        nodes = [M.indices[M.indptr[v] : M.indptr[v + 1]] for v in range(h.n_nodes)]
-        for level in range(int(h.level_hi.max()), -1, -1):  # the floor's level first
-            # the clusters of a level: the largest nodes alive at it, points alone else
-            alive = [v for v in range(h.n_nodes) if h.level_lo[v] <= level <= h.level_hi[v]]
-            parts = [nodes[v] for v in alive if nodes[v].size >= 2]
-            if sum(p.size * (p.size - 1) // 2 for p in parts) <= budget:
-                groups += [rows[p] for p in parts]
-                break
-    for rows in groups:
-        block = C[np.ix_(rows, rows)].astype(np.float64)
-        block[block < COMPLETE_MIN] = 0.0
-        np.fill_diagonal(block, 0.0)
-        W[np.ix_(rows, rows)] = block
-    return sparse.csr_array(W)
+            scored[np.ix_(rows, rows)] = True
+        else:
+            for a, b in _through(W[np.ix_(rows, rows)], budget):
+                scored[rows[a], rows[b]] = scored[rows[b], rows[a]] = True
+    np.fill_diagonal(scored, False)
+    inside = label[:, None] == label[None, :]
+    block = np.where(C >= COMPLETE_MIN, C, 0.0).astype(np.float64)
+    return sparse.csr_array(np.where(scored, block, np.where(inside, 0.0, W)))
+
+
+def _through(sub: np.ndarray, budget: int) -> set[tuple[int, int]]:
+    """The pairs a component past the budget scores, by brute force: its lists' pairs
+    and the pairs among each point and its m strongest links >= COMPLETE_THROUGH
+    (ties to the lower index), m lowered one at a time until they fit the budget."""
+    from er.cluster._components import COMPLETE_THROUGH
+
+    s = sub.shape[0]
+    strong = [[j for j in range(s) if sub[i, j] >= COMPLETE_THROUGH] for i in range(s)]
+    links = [sorted(js, key=lambda j, i=i: (-sub[i, j], j)) for i, js in enumerate(strong)]
+
+    def pairs(m: int) -> set[tuple[int, int]]:
+        out = {(a, b) for a in range(s) for b in range(a + 1, s) if sub[a, b] != 0}
+        for i in range(s):
+            hub = sorted([i, *links[i][:m]])
+            out |= {(a, b) for x, a in enumerate(hub) for b in hub[x + 1 :]}
+        return out
+
+    m = max(len(each) for each in links)
+    while m > 0 and len(pairs(m)) > budget:
+        m -= 1
+    return pairs(m)
 
 
 def _close(
@@ -252,8 +259,8 @@ def test_complete_components_equal_batch_scc_on_every_pair(
     data: tuple[np.ndarray, list[int]], k: int, floor: float, most: int
 ) -> None:
     """Stepped batch by batch, every pair of each small floor component scored (of a
-    large one, inside the clusters its lists form under mean linkage at a higher
-    level): batch SCC on the oracle's completed graph of the final points."""
+    large one, its lists' pairs and those two steps apart): batch SCC on the oracle's
+    completed graph of the final points."""
     X, cuts = data
     same: dict[str, Any] = {"linkage": "average", "n_levels": 12, "schedule": "geometric"}
     m = MBSCC(**same, k=k, tau_min=floor, marking="components", complete_max=most)
@@ -297,12 +304,11 @@ def test_complete_max_needs_pair_scores_and_components() -> None:
         )
 
 
-def test_a_component_past_complete_max_is_scored_inside_its_parts_at_a_higher_level() -> None:
+def test_a_component_past_complete_max_is_scored_two_steps_through_its_lists() -> None:
     """Two groups of 14 near copies joined at the floor by two bridge points: 30
-    points, 435 pairs, past complete_max 20 (190). At the first level above the
-    bridges' links (about 0.84) the parts are the groups and the bridges, 183 pairs:
-    those are scored, so each group forms above 0.6, which over its 3-neighbour lists
-    alone (at most 3 * 14 of its 91 pairs) it cannot."""
+    points, 435 pairs, past complete_max 20 (190). Its 5-neighbour lists' pairs and
+    those two steps apart in them, at most 190, are scored: each group forms above
+    0.6, which over its lists alone (at most 5 * 14 of its 91 pairs) it cannot."""
     from er.evaluation import cut_at_score
 
     rng = np.random.default_rng(8)
@@ -310,7 +316,7 @@ def test_a_component_past_complete_max_is_scored_inside_its_parts_at_a_higher_le
     b = np.abs(np.array([0.2, 1.0, 0, 0]) + 0.01 * rng.normal(size=(14, 4)))
     bridges = np.array([[0.62, 0.58, 0, 0], [0.58, 0.62, 0, 0]])
     X = np.r_[a, b, bridges].astype(np.float32)
-    params: dict[str, Any] = {"k": 3, "linkage": "average", "tau_min": 0.1, "n_levels": 40}
+    params: dict[str, Any] = {"k": 5, "linkage": "average", "tau_min": 0.1, "n_levels": 40}
     params |= {"schedule": "geometric", "marking": "components"}
     whole, lists = MBSCC(**params, complete_max=20), MBSCC(**params)
     whole.partial_fit(X, pair_scores=_cosines(X))
@@ -321,3 +327,32 @@ def test_a_component_past_complete_max_is_scored_inside_its_parts_at_a_higher_le
     assert got[0] != got[14]
     alone = cut_at_score(lists.hierarchy_, 0.6)
     assert len(set(alone[:14].tolist())) > 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    weights=st.lists(st.sampled_from([0.0, 0.2, 0.5, 0.7, 0.7, 0.9]), min_size=1, max_size=66),
+    share=st.floats(0.0, 1.0),
+)
+def test_pairs_two_steps_apart_are_the_brute_force_ones_within_the_budget(
+    weights: list[float], share: float
+) -> None:
+    """A component's graph of up to 12 points (its upper triangle drawn edge by edge,
+    ties in strength common, a budget of any share of its pairs): the pairs scored
+    equal the brute-force ones, and they number at most the budget unless the
+    graph's edges alone do not fit."""
+    from scipy import sparse
+
+    from er.cluster._components import COMPLETE_THROUGH, _pairs_through
+
+    s = 2
+    while s * (s - 1) // 2 < len(weights):
+        s += 1
+    sub = np.zeros((s, s))
+    sub[np.triu_indices(s, 1)] = np.resize(weights, s * (s - 1) // 2)[: s * (s - 1) // 2]
+    sub = sub + sub.T
+    budget = int(share * s * (s - 1) // 2)  # most budgets cut the links: ties decide
+    left, right = _pairs_through(sparse.csr_array(sub), COMPLETE_THROUGH, budget)
+    got = set(zip(left.tolist(), right.tolist(), strict=True))
+    assert got == _through(sub, budget)
+    assert len(got) <= max(budget, int(np.count_nonzero(np.triu(sub, 1))))
