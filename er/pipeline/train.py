@@ -73,8 +73,9 @@ def train_on_batch(
 # on more strings takes more near non-matches (organisations of one city) for
 # matches, and the retrained model scored 10,000 organisations' strings at pairwise
 # F1 0.498 / B-cubed 0.666 at the cut, where the first model kept scores 0.646 /
-# 0.703 (bench/HISTORY.md); one whose fit failed (a first batch of originals alone,
-# EM's fallback prior) is retrained as any other.
+# 0.703 (30 cities; with 120 and a large component scored two steps through its
+# lists, 0.607 against 0.869; bench/HISTORY.md); one whose fit failed (a first batch
+# of originals alone, EM's fallback prior) is retrained as any other.
 GROWTH_RETRAIN = 10_000
 
 
