@@ -371,37 +371,53 @@ def _pairs_through(
     for which the pairs number at most ``budget`` (no limit when they do anyway;
     with m = 0, H's edges alone, whatever their number).
 
+    The pairs grow with m (a point's m strongest edges are among its m + 1
+    strongest), so m is found by bisection; a count that ignores the pairs two points
+    share (H's edges plus each point's ``min(m, degree) + 1`` choose 2) is an upper
+    bound, which settles the lower end without a product.
+
     Parameters
     ----------
     H : csr_array, shape (s, s)
-        A floor component's lists' graph (symmetric).
+        A floor component's lists' graph (symmetric; an edge stored at similarity 0
+        is an edge too: its pair is scored like any other).
     """
     s = H.shape[0]
     row = np.repeat(np.arange(s), np.diff(H.indptr))
+    edges = sparse.csr_array((np.ones(H.nnz), (row, H.indices)), shape=(s, s))
+    listed = sparse.triu(edges, 1).tocoo()
     strong = H.data >= through
     r, c, v = row[strong], H.indices[strong].astype(np.int64), H.data[strong]
     order = np.lexsort((c, -v, r))  # each row's edges, strongest first
     r, c = r[order], c[order]
     rank = np.arange(r.size) - np.searchsorted(r, r)
-    # H's edges (one of similarity 0 is none: it adds nothing to a linkage)
-    nz = H.data != 0
-    edges = sparse.csr_array((np.ones(int(nz.sum())), (row[nz], H.indices[nz])), shape=(s, s))
+    degree = np.bincount(r, minlength=s)
 
     def pairs(m: int) -> sparse.coo_array:
+        if m == 0:
+            return listed
         kept = rank < m
         hub, member = np.r_[r[kept], np.arange(s)], np.r_[c[kept], np.arange(s)]
         B = sparse.csr_array((np.ones(hub.size), (hub, member)), shape=(s, s))
-        Q = sparse.triu(B.T @ B + edges, 1).tocoo()
-        return Q
+        return sparse.triu(B.T @ B + edges, 1).tocoo()
 
-    lo, hi = 0, int(rank.max(initial=-1)) + 1
-    Q = pairs(hi)
-    if Q.nnz > budget:  # the largest m within the budget (the pairs grow with m)
-        hi -= 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if pairs(mid).nnz <= budget else (lo, mid - 1)
-        Q = pairs(lo)
+    def at_most(m: int) -> int:
+        d = np.minimum(degree, m)
+        return int(listed.nnz) + int((d * (d + 1) // 2).sum())
+
+    lo, hi = 0, int(degree.max(initial=0))
+    if listed.nnz > budget:
+        hi = 0
+    while lo < hi and at_most(lo + 1) <= budget:  # within the budget for certain
+        lo += 1
+    Q = pairs(hi)  # every link: one product when they fit (10,000 organisations' strings)
+    if Q.nnz <= budget:
+        return Q.row.astype(np.int64), Q.col.astype(np.int64)
+    hi -= 1
+    while lo < hi:  # the largest m whose pairs number at most the budget
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if pairs(mid).nnz <= budget else (lo, mid - 1)
+    Q = pairs(lo)
     return Q.row.astype(np.int64), Q.col.astype(np.int64)
 
 
@@ -441,6 +457,9 @@ def step(
     n0, n = forest.n_points, idx.shape[0]
     S = forest.touched(np.asarray(marked, np.int64), n)
     G = local_graph(S, idx[S], sim[S])
+    # the lists' components, not the completed graph's: a list edge >= floor that the
+    # pair scores put below it must still bring its two ends into one S
+    label = floor_components(G, floor)
     if complete is not None:
         G = complete(S, G)
     h = agglomerate(G, S.size)
@@ -466,7 +485,7 @@ def step(
     forest.place(ids, parent, h, np.diff(M.indptr))
     forest.parent[extra] = forest.root
     forest.n_tops = n_tops
-    forest.set_components(S, floor_components(G, floor), n)
+    forest.set_components(S, label, n)
     after_ids = np.r_[ids, extra]
     if forest.root >= 0:
         _place_root(forest, n)

@@ -81,7 +81,7 @@ class MBSCC:
         linked over every pair of their points, scored by the ``pair_scores`` each
         ``partial_fit`` then needs, not over the k-NN lists alone; a larger one over
         its lists' pairs and the pairs two steps apart in them, as many as such a
-        component has pairs at most
+        component has pairs at most (its lists' pairs alone when those are more)
         (:func:`er.cluster._components.complete_components`); 0: never.
 
     Attributes

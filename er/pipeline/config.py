@@ -208,7 +208,8 @@ PAIR_FLOOR = 0.05
 # 0.1, TF-IDF + HAC 0.702 at its best. What moves it is the candidates EM trains on (a
 # mention's 3 nearest: 0.806), which PATSTAT's large firms need deep (0.835 -> 0.513).
 FREE_TEXT_K = 100
-# A component's every pair is scored, not the lists' alone (MBSCC ``complete_max``,
+# A component's every pair is scored (up to FREE_TEXT_COMPLETE mentions), not the
+# lists' alone (MBSCC ``complete_max``,
 # er.cluster._components.complete_components): two clusters then link by the mean
 # match probability of all their pairs whatever their sizes, and one cut suits small
 # and large entities. Chosen with the cut on the same three tuning sets, pairwise F1
@@ -217,7 +218,8 @@ FREE_TEXT_K = 100
 # 0.4, 0.5: 0.845 / 0.767 / 0.852, 0.870 / 0.775 / 0.832, 0.889 / 0.669 / 0.759. A
 # component's pairs grow with the square of its size: one of more than
 # FREE_TEXT_COMPLETE mentions scores its lists' pairs and those two steps apart in
-# them, as many as FREE_TEXT_COMPLETE mentions have at most (4.5 million, about 25 s
+# them, as many as FREE_TEXT_COMPLETE mentions have at most, or its lists' pairs
+# alone when they are more (4.5 million, about 25 s
 # of scoring at the 180,000 pairs/s measured on Leipzig's model, per batch that
 # touches it; er.cluster._components.complete_components). Organisations sharing
 # places at 10,000 strings (tuning seed, 120 cities): pairwise F1 0.869 / B-cubed

@@ -125,7 +125,8 @@ def training_k(config: Mapping[str, Any]) -> int:
     first model was fitted on). Fitted on 10 instead, EM's model of a free-text
     collection fell apart at the writer's retraining: organisations sharing places,
     10,000 strings, prior 0.0018 and pairwise F1 0.140 at cut 0.4 over every pair of
-    a component, against 0.646 with the first model kept (bench/HISTORY.md)."""
+    a component, against 0.646 with the first model kept (30 cities, a large
+    component scored inside the clusters of a first pass; bench/HISTORY.md)."""
     return int(config.get("params", {}).get("k", TRAIN_K))
 
 

@@ -186,11 +186,12 @@ def _completed_graph(X: np.ndarray, k: int, floor: float, most: int) -> Any:
     n = X.shape[0]
     V = X / np.linalg.norm(X, axis=1, keepdims=True)
     C = np.clip(V @ V.T, 0.0, 1.0).astype(np.float32)
-    W = np.zeros((n, n))
+    W, listed = np.zeros((n, n)), np.zeros((n, n), bool)
     for i in range(n):
         order = sorted((j for j in range(n) if j != i), key=lambda j: (-C[i, j], j))
         for j in order[:k]:
             W[i, j] = W[j, i] = C[i, j]
+            listed[i, j] = listed[j, i] = True  # a neighbour at similarity 0 too
     graph = sparse.csr_array(W * (floor <= W))
     _, label = csgraph.connected_components(graph, directed=False)
     budget = most * (most - 1) // 2
@@ -200,7 +201,7 @@ def _completed_graph(X: np.ndarray, k: int, floor: float, most: int) -> Any:
         if rows.size * (rows.size - 1) // 2 <= budget:
             scored[np.ix_(rows, rows)] = True
         else:
-            for a, b in _through(W[np.ix_(rows, rows)], budget):
+            for a, b in _through(W[np.ix_(rows, rows)], listed[np.ix_(rows, rows)], budget):
                 scored[rows[a], rows[b]] = scored[rows[b], rows[a]] = True
     np.fill_diagonal(scored, False)
     inside = label[:, None] == label[None, :]
@@ -208,10 +209,11 @@ def _completed_graph(X: np.ndarray, k: int, floor: float, most: int) -> Any:
     return sparse.csr_array(np.where(scored, block, np.where(inside, 0.0, W)))
 
 
-def _through(sub: np.ndarray, budget: int) -> set[tuple[int, int]]:
+def _through(sub: np.ndarray, listed: np.ndarray, budget: int) -> set[tuple[int, int]]:
     """The pairs a component past the budget scores, by brute force: its lists' pairs
-    and the pairs among each point and its m strongest links >= COMPLETE_THROUGH
-    (ties to the lower index), m lowered one at a time until they fit the budget."""
+    (``listed``) and the pairs among each point and its m strongest links (``sub``)
+    >= COMPLETE_THROUGH (ties to the lower index), m lowered one at a time until they
+    fit the budget."""
     from er.cluster._components import COMPLETE_THROUGH
 
     s = sub.shape[0]
@@ -219,7 +221,7 @@ def _through(sub: np.ndarray, budget: int) -> set[tuple[int, int]]:
     links = [sorted(js, key=lambda j, i=i: (-sub[i, j], j)) for i, js in enumerate(strong)]
 
     def pairs(m: int) -> set[tuple[int, int]]:
-        out = {(a, b) for a in range(s) for b in range(a + 1, s) if sub[a, b] != 0}
+        out = {(a, b) for a in range(s) for b in range(a + 1, s) if listed[a, b]}
         for i in range(s):
             hub = sorted([i, *links[i][:m]])
             out |= {(a, b) for x, a in enumerate(hub) for b in hub[x + 1 :]}
@@ -331,16 +333,19 @@ def test_a_component_past_complete_max_is_scored_two_steps_through_its_lists() -
 
 @settings(max_examples=200, deadline=None)
 @given(
-    weights=st.lists(st.sampled_from([0.0, 0.2, 0.5, 0.7, 0.7, 0.9]), min_size=1, max_size=66),
+    weights=st.lists(
+        st.sampled_from([None, 0.0, 0.2, 0.49, 0.5, 0.7, 0.7, 0.9]), min_size=1, max_size=66
+    ),
     share=st.floats(0.0, 1.0),
 )
 def test_pairs_two_steps_apart_are_the_brute_force_ones_within_the_budget(
-    weights: list[float], share: float
+    weights: list[float | None], share: float
 ) -> None:
-    """A component's graph of up to 12 points (its upper triangle drawn edge by edge,
-    ties in strength common, a budget of any share of its pairs): the pairs scored
-    equal the brute-force ones, and they number at most the budget unless the
-    graph's edges alone do not fit."""
+    """A component's float32 graph of up to 12 points, its upper triangle drawn edge by
+    edge (None: no edge; 0.0: a listed neighbour at similarity 0, stored), ties in
+    strength common, links of 0.49 and 0.5 on either side of COMPLETE_THROUGH, a
+    budget of any share of its pairs: the pairs scored equal the brute-force ones, and
+    they number at most the budget unless the graph's edges alone do not fit."""
     from scipy import sparse
 
     from er.cluster._components import COMPLETE_THROUGH, _pairs_through
@@ -348,11 +353,55 @@ def test_pairs_two_steps_apart_are_the_brute_force_ones_within_the_budget(
     s = 2
     while s * (s - 1) // 2 < len(weights):
         s += 1
-    sub = np.zeros((s, s))
-    sub[np.triu_indices(s, 1)] = np.resize(weights, s * (s - 1) // 2)[: s * (s - 1) // 2]
-    sub = sub + sub.T
+    drawn = (weights * (s * (s - 1) // 2))[: s * (s - 1) // 2]
+    i, j = np.triu_indices(s, 1)
+    on = np.array([w is not None for w in drawn], bool)
+    w = np.array([0.0 if x is None else x for x in drawn], np.float32)
+    rows, cols, vals = np.r_[i[on], j[on]], np.r_[j[on], i[on]], np.r_[w[on], w[on]]
+    H = sparse.csr_array((vals, (rows, cols)), shape=(s, s))  # explicit zeros kept
+    sub, listed = np.zeros((s, s)), np.zeros((s, s), bool)
+    sub[rows, cols], listed[rows, cols] = vals, True
     budget = int(share * s * (s - 1) // 2)  # most budgets cut the links: ties decide
-    left, right = _pairs_through(sparse.csr_array(sub), COMPLETE_THROUGH, budget)
+    left, right = _pairs_through(H, COMPLETE_THROUGH, budget)
     got = set(zip(left.tolist(), right.tolist(), strict=True))
-    assert got == _through(sub, budget)
-    assert len(got) <= max(budget, int(np.count_nonzero(np.triu(sub, 1))))
+    assert got == _through(sub, listed, budget)
+    assert len(got) <= max(budget, int(on.sum()))
+
+
+def test_a_list_edge_the_pair_scores_put_below_the_floor_still_joins_its_component() -> None:
+    """Groups {0, 1, 2} and {3, 4, 5} joined in the lists by 2-3 at 0.9, a pair the
+    scores put at 0 (the writer's lists and its pair scores use different priors).
+    Point 6 comes next, listing 0 alone, and scores 0.95 with the second group:
+    stepped, the batch must redo both groups (the lists' component), as one run does,
+    so 6 joins {3, 4, 5} there too."""
+    first, second = {0, 1, 2}, {3, 4, 5}
+
+    def scores(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        out = []
+        for a, b in zip(left.tolist(), right.tolist(), strict=True):
+            a, b = min(a, b), max(a, b)
+            if b == 6:
+                out.append(0.95 if a in second else 0.5)
+            else:
+                out.append(0.9 if (a in first) == (b in first) else 0.0)
+        return np.array(out)
+
+    idx = np.array([[1, 2, -1], [0, 2, -1], [0, 1, 3], [2, 4, 5], [3, 5, -1], [3, 4, -1]])
+    sim = np.where(idx >= 0, 0.9, 0.0)
+    X = np.eye(7, dtype=np.float32)
+    params: dict[str, Any] = {"k": 3, "linkage": "average", "tau_min": 0.3, "n_levels": 12}
+    params |= {"marking": "components", "complete_max": 1000}
+    stepped, whole = MBSCC(**params), MBSCC(**params)
+    stepped.partial_fit(X[:6], neighbors=(idx, sim), pair_scores=scores)
+    stepped.partial_fit(
+        X[6:], neighbors=(np.array([[0, -1, -1]]), np.array([[0.9, 0, 0]])), pair_scores=scores
+    )
+    whole.partial_fit(
+        X,
+        neighbors=(np.r_[idx, [[0, -1, -1]]], np.r_[sim, [[0.9, 0, 0]]]),
+        pair_scores=scores,
+    )
+    assert stepped.touched_.points.tolist() == list(range(7))
+    assert _structure(stepped.hierarchy_) == _structure(whole.hierarchy_)
+    formed = {key for key, (score, _, _) in _structure(whole.hierarchy_).items() if score}
+    assert frozenset({3, 4, 5, 6}) in formed
