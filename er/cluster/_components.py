@@ -262,6 +262,9 @@ def floor_components(G: sparse.csr_array, floor: float) -> NDArray[np.int64]:
 COMPLETE_MIN = 1e-3
 
 
+# the similarity of any two points by global index: (left (p,), right (p,)) -> (p,)
+PairScores = Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]]
+
 # A component past the budget scores the pairs of points that both link at this or
 # more to a third (or to each other) in the lists: a match probability of 0.5, more
 # likely a match than not. See complete_components.
@@ -271,8 +274,8 @@ COMPLETE_THROUGH = 0.5
 def complete_components(
     G: sparse.csr_array,
     points: NDArray[np.int64],
-    floor: float,
-    pair_scores: Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]],
+    label: NDArray[np.int64],
+    pair_scores: PairScores,
     max_points: int,
 ) -> sparse.csr_array:
     """G with every pair inside each floor component of at most ``max_points`` points
@@ -310,8 +313,8 @@ def complete_components(
         The lists' graph among ``points``.
     points : ndarray of int64, shape (s,)
         Global point index of each row of G.
-    floor : float
-        The lowest threshold: components are those of G's edges ``>= floor``.
+    label : ndarray of int64, shape (s,)
+        Floor component of each row (:func:`floor_components` of G).
     pair_scores : callable (left (p,), right (p,)) -> (p,) scores
         The similarity of any two points, by global index.
     max_points : int
@@ -321,7 +324,6 @@ def complete_components(
     -------
     csr_array, shape (s, s)
     """
-    label = floor_components(G, floor)
     left, right = _pairs_to_score(G, label, max_points * (max_points - 1) // 2)
     if left.size == 0:
         return G
@@ -411,13 +413,17 @@ def _pairs_through(
     while lo < hi and at_most(lo + 1) <= budget:  # within the budget for certain
         lo += 1
     Q = pairs(hi)  # every link: one product when they fit (10,000 organisations' strings)
-    if Q.nnz <= budget:
-        return Q.row.astype(np.int64), Q.col.astype(np.int64)
-    hi -= 1
-    while lo < hi:  # the largest m whose pairs number at most the budget
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if pairs(mid).nnz <= budget else (lo, mid - 1)
-    Q = pairs(lo)
+    if Q.nnz > budget:
+        fitting = None  # the pairs at lo, once a product has given them
+        hi -= 1
+        while lo < hi:  # the largest m whose pairs number at most the budget
+            mid = (lo + hi + 1) // 2
+            at_mid = pairs(mid)
+            if at_mid.nnz <= budget:
+                lo, fitting = mid, at_mid
+            else:
+                hi = mid - 1
+        Q = pairs(lo) if fitting is None else fitting
     return Q.row.astype(np.int64), Q.col.astype(np.int64)
 
 
@@ -431,7 +437,8 @@ def step(
     take: Callable[[int], NDArray[np.int64]],
     algorithm: str,
     floor: float,
-    complete: Callable[[NDArray[np.int64], sparse.csr_array], sparse.csr_array] | None = None,
+    complete: Callable[[NDArray[np.int64], sparse.csr_array, NDArray[np.int64]], sparse.csr_array]
+    | None = None,
 ) -> tuple[ClusteringDelta, Touched]:
     """Bring the forest up to date after a mini-batch; its delta and what it redid.
 
@@ -449,10 +456,10 @@ def step(
         The rounds on a graph over s points, left as a forest.
     take : callable (count) -> ndarray of int64
         Issues new stable ids.
-    complete : callable (points (s,), graph (s, s)) -> graph (s, s), optional
-        The graph the rounds run on, from the lists' graph among ``S``
-        (:func:`complete_components`); it must keep every edge across two floor
-        components below the floor.
+    complete : callable (points (s,), graph (s, s), label (s,)) -> graph (s, s), optional
+        The graph the rounds run on, from the lists' graph among ``S`` and its floor
+        components (:func:`complete_components`); it must keep every edge across two
+        floor components below the floor.
     """
     n0, n = forest.n_points, idx.shape[0]
     S = forest.touched(np.asarray(marked, np.int64), n)
@@ -461,7 +468,7 @@ def step(
     # pair scores put below it must still bring its two ends into one S
     label = floor_components(G, floor)
     if complete is not None:
-        G = complete(S, G)
+        G = complete(S, G, label)
     h = agglomerate(G, S.size)
     M = h.leaf_membership()
     pids = point_ids[S]

@@ -25,13 +25,13 @@ Monath et al., KDD 2021; dissertation ch. 4, Alg. 10.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from er.cluster import _components
+from er.cluster._components import PairScores
 from er.cluster._graph import check_neighbors, normalize_rows
 from er.cluster._hierarchy import Hierarchy
 from er.cluster._mbscc_ids import _Members, match_ids  # _Members: named by old pickles
@@ -45,9 +45,6 @@ __all__ = ["MBSCC"]
 
 from er.cluster._knn_lists import _KnnLists
 from er.cluster._snapshot import _Snapshot
-
-# the similarity of any two points by global index: (left (p,), right (p,)) -> (p,)
-PairScores = Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]]
 
 
 class MBSCC:
@@ -260,8 +257,8 @@ class MBSCC:
         if self.complete_max and pair_scores is not None:
             scores, most = pair_scores, self.complete_max
 
-            def complete(points: NDArray[np.int64], G: Any) -> Any:
-                return _components.complete_components(G, points, floor, scores, most)
+            def complete(points: NDArray[np.int64], G: Any, label: NDArray[np.int64]) -> Any:
+                return _components.complete_components(G, points, label, scores, most)
 
         assert self._forest is not None  # _fit's caller checks
         n = self._knn._n

@@ -195,8 +195,8 @@ PAIR_FLOOR = 0.05
 # the pairs the index did not propose, chains institutes together (Leipzig pairwise
 # F1 0.24 at any cut, bench/RESULTS.md "Free text alone"). Sparse average counts a
 # pair left out of the neighbours as no match, so an entity much larger than k is
-# split: k and a cut (0.1 then) were chosen together on two tuning sets of free text, before
-# Leipzig went through the pipeline, by their mean pairwise F1: PATSTAT's firm names
+# split: k and a cut (0.1 then) were chosen together on two tuning sets of free text,
+# before Leipzig went through the pipeline, by their mean pairwise F1: PATSTAT's firm names
 # ("patstat-names", entities of tens to hundreds of records) and FEBRL3's fields
 # joined into one string ("febrl3-text", 1 to 5). Means at cut 0.1 / 0.15 / 0.2 / 0.3 /
 # 0.5: k 30 0.768 / 0.785 / 0.781 / 0.770 / 0.770; k 60 0.848 / 0.833 / 0.814 / 0.817 /
@@ -209,22 +209,20 @@ PAIR_FLOOR = 0.05
 # mention's 3 nearest: 0.806), which PATSTAT's large firms need deep (0.835 -> 0.513).
 FREE_TEXT_K = 100
 # A component's every pair is scored (up to FREE_TEXT_COMPLETE mentions), not the
-# lists' alone (MBSCC ``complete_max``,
-# er.cluster._components.complete_components): two clusters then link by the mean
-# match probability of all their pairs whatever their sizes, and one cut suits small
-# and large entities. Chosen with the cut on the same three tuning sets, pairwise F1
-# (FEBRL3 text / orgs / PATSTAT names, every record at once; bench/HISTORY.md): the
-# lists alone at cut 0.1, 0.784 / 0.729 / 0.835; every pair of a component at cut 0.3,
-# 0.4, 0.5: 0.845 / 0.767 / 0.852, 0.870 / 0.775 / 0.832, 0.889 / 0.669 / 0.759. A
-# component's pairs grow with the square of its size: one of more than
-# FREE_TEXT_COMPLETE mentions scores its lists' pairs and those two steps apart in
-# them, as many as FREE_TEXT_COMPLETE mentions have at most, or its lists' pairs
-# alone when they are more (4.5 million, about 25 s
+# lists' alone (MBSCC ``complete_max``, er.cluster._components.complete_components):
+# two clusters then link by the mean match probability of all their pairs whatever
+# their sizes, and one cut suits small and large entities. Chosen with the cut on the
+# same three tuning sets, pairwise F1 (FEBRL3 text / orgs / PATSTAT names, every
+# record at once; bench/HISTORY.md): the lists alone at cut 0.1, 0.784 / 0.729 /
+# 0.835; every pair of a component at cut 0.3, 0.4, 0.5: 0.845 / 0.767 / 0.852,
+# 0.870 / 0.775 / 0.832, 0.889 / 0.669 / 0.759. A component's pairs grow with the
+# square of its size: one of more than FREE_TEXT_COMPLETE mentions scores its lists'
+# pairs and those two steps apart in them, as many as FREE_TEXT_COMPLETE mentions
+# have at most, or its lists' pairs alone when they are more (4.5 million, about 25 s
 # of scoring at the 180,000 pairs/s measured on Leipzig's model, per batch that
-# touches it; er.cluster._components.complete_components). Organisations sharing
-# places at 10,000 strings (tuning seed, 120 cities): pairwise F1 0.869 / B-cubed
-# 0.706 at cut 0.4, 2.9 million pairs scored; the clusters of mean-linkage rounds over
-# the lists, completed inside, 0.646 / 0.693.
+# touches it). Organisations sharing places at 10,000 strings (tuning seed, 120
+# cities): pairwise F1 0.869 / B-cubed 0.706 at cut 0.4, 2.9 million pairs scored;
+# the clusters of mean-linkage rounds over the lists, completed inside, 0.646 / 0.693.
 FREE_TEXT_COMPLETE = 3_000
 DEFAULT_FREE_TEXT_CUT = 0.4
 
