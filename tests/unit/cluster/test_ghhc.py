@@ -105,8 +105,28 @@ def test_triplet_loss_gradient_matches_finite_differences(a, m, d, rim, seed, lo
     g = (lambda: rng.gumbel(size=(a, Z.shape[0]))) if noise else (lambda: np.zeros((a, Z.shape[0])))
     batch = TripletBatch(*(in_ball(rng, a, d, rim) for _ in range(3)), g(), g())
     assume(_smooth_here(Z, batch))
+    f = lambda Z_: triplet_loss(Z_, batch, 0.5, loss)[0]  # noqa: E731
+    assume(_one_piece(f, Z))
     _, analytic = triplet_loss(Z, batch, 0.5, loss)
-    assert_rel_close(analytic, numeric_grad(lambda Z_: triplet_loss(Z_, batch, 0.5, loss)[0], Z))
+    assert_rel_close(analytic, numeric_grad(f, Z))
+
+
+def _one_piece(f, Z: np.ndarray) -> bool:
+    """Whether ``numeric_grad``'s stencil stays on one smooth piece: each coordinate's
+    forward and backward differences over its widest step agree. The dissimilarity's
+    own piece switches are not all ties of D (seed 1247: a slope change 8e-7 away from
+    the point, 45.23 on one side, 54.54 on the other, the analytic gradient right on
+    both)."""
+    f0 = float(f(Z))
+    for idx in np.ndindex(Z.shape):
+        h = 2e-5 * (1.0 - np.linalg.norm(Z[idx[0]]))
+        up, down = Z.copy(), Z.copy()
+        up[idx] += h
+        down[idx] -= h
+        forward, backward = (float(f(up)) - f0) / h, (f0 - float(f(down))) / h
+        if abs(forward - backward) > 1e-2 * max(abs(forward), abs(backward), 1e-9):
+            return False
+    return True
 
 
 def _smooth_here(Z: np.ndarray, batch: TripletBatch, gap: float = 1e-3) -> bool:
