@@ -80,6 +80,13 @@ class MBSCC:
         its lists' pairs and the pairs two steps apart in them, as many as such a
         component has pairs at most (its lists' pairs alone when those are more)
         (:func:`er.cluster._components.complete_components`); 0: never.
+    exact_levels : bool, default False
+        With ``components`` marking and average (or single) linkage: each level
+        holds that linkage's HAC clusters at its threshold
+        (:meth:`er.cluster._rounds.Agglomerator.merge_exact`: reciprocal best pairs
+        merge until none is left at the threshold), where SCC's round joins whole
+        components of best-neighbour edges and so chains past it. The pipeline's
+        free text uses it (``er.pipeline.config``).
 
     Attributes
     ----------
@@ -104,6 +111,7 @@ class MBSCC:
         "k": [Interval(int, 1, None)],
         "marking": [Options(("paper", "exact", "components"))],
         "complete_max": [Interval(int, 0, None)],
+        "exact_levels": [Options((True, False))],
     }
     algorithm = "mbscc"
     # only on an instance unpickled from before the member lists (see _upgrade_keys)
@@ -124,6 +132,7 @@ class MBSCC:
         k: int = 10,
         marking: str = "paper",
         complete_max: int = 0,
+        exact_levels: bool = False,
     ) -> None:
         self.n_levels = n_levels
         self.schedule = schedule
@@ -133,6 +142,7 @@ class MBSCC:
         self.k = k
         self.marking = marking
         self.complete_max = complete_max
+        self.exact_levels = exact_levels
 
     def fit(self, X: NDArray[np.floating]) -> MBSCC:
         """Start over with the rows of X as the first mini-batch."""
@@ -177,6 +187,13 @@ class MBSCC:
         if self.complete_max and self.marking != "components":
             raise ConfigError(
                 f'MBSCC complete_max needs marking="components". Got {self.marking!r}.'
+            )
+        if self.exact_levels and (
+            self.marking != "components" or self.linkage not in ("average", "single")
+        ):
+            raise ConfigError(
+                'MBSCC exact_levels needs marking="components" and average or single '
+                f"linkage. Got marking={self.marking!r}, linkage={self.linkage!r}."
             )
         if self.complete_max and pair_scores is None:
             raise ConfigError(
@@ -250,7 +267,10 @@ class MBSCC:
         def agglomerate(G: Any, s: int) -> Hierarchy:
             agg = Agglomerator(G, self.linkage)
             for tau in taus:
-                agg.merge(_at_least(float(tau)))
+                if self.exact_levels:
+                    agg.merge_exact(float(tau))
+                else:
+                    agg.merge(_at_least(float(tau)))
             return agg.finish(self.algorithm, params, s, join=False)
 
         complete = None
@@ -310,6 +330,7 @@ class MBSCC:
                 state[private] = state.pop(public)
         state.setdefault("_forest", None)
         state.setdefault("complete_max", 0)  # pickles from before it
+        state.setdefault("exact_levels", False)
         self.__dict__.update(state)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -366,6 +366,73 @@ class Agglomerator:
         self._contract(label, n_comp, new_node)
         return int(merged.size)
 
+    def merge_exact(self, tau: float) -> int:
+        """One level that ends at average-linkage HAC's clusters at ``tau``.
+
+        SCC's round joins whole components of best-neighbour edges, so a chain
+        a - b - c forms at tau even when the linkage of {a, b} to c has fallen below
+        it. Here reciprocal best pairs linked at ``tau`` or more merge, their
+        linkages are updated, and again, until no such pair is left. Average and
+        single linkage are reducible (the linkage of a merged pair to any third
+        cluster is at most the larger of its parts' linkages to it), so merging
+        reciprocal pairs in any order makes the merges of HAC (the nearest-neighbour
+        chain argument, dissertation §2.6.2 on RecipNN), and when none is left the
+        best link, always a reciprocal pair, is below ``tau``: the clusters are
+        HAC's at ``tau`` (ties aside). The level records one node per cluster it
+        formed, its score the weakest merge inside it, as :meth:`merge` does.
+
+        Returns
+        -------
+        int
+            Number of new clusters formed (0: the level repeats the last one).
+        """
+        if self.linkage not in ("average", "single"):
+            raise ValueError(f"exact levels need a reducible linkage, not {self.linkage!r}")
+        self.level += 1
+        start_node = self.node
+        start_of_point = self._point_cluster.copy()
+        weakest = np.full(self.n_clusters, np.inf)  # per current cluster, this level
+        while True:
+            nn, best = self.nearest()
+            m = self.n_clusters
+            i = np.arange(m)
+            ok = (nn >= 0) & (best >= tau)
+            src = np.flatnonzero(ok & (nn[np.maximum(nn, 0)] == i) & (i < nn))
+            if src.size == 0:
+                break
+            dst = nn[src]
+            keep = np.ones(m, bool)
+            keep[dst] = False
+            label = np.cumsum(keep) - 1  # pairs are disjoint: dst joins src's label
+            label[dst] = label[src]
+            n_comp = int(keep.sum())
+            w = np.full(n_comp, np.inf)
+            np.minimum.at(w, label, weakest)
+            w[label[src]] = np.minimum(w[label[src]], best[src])
+            # a pair takes the lower node id of its two: current clusters stay
+            # sorted by node id without new ids until the level ends
+            new_node = np.empty(n_comp, np.int64)
+            new_node[label[keep]] = self.node[keep]
+            order = np.argsort(new_node, kind="stable")
+            self._contract(label, n_comp, new_node)
+            weakest = w[order]
+        cur = np.empty(start_node.shape[0], np.int64)
+        cur[start_of_point] = self._point_cluster  # each level-start cluster's cluster now
+        counts = np.bincount(cur, minlength=self.n_clusters)
+        merged = np.flatnonzero(counts > 1)
+        if merged.size == 0:
+            return 0
+        new_id = self.node.copy()
+        new_id[merged] = self._n_nodes + np.arange(merged.size)
+        self._n_nodes += merged.size
+        self._scores.append(weakest[merged])
+        self._levels.append(np.full(merged.size, self.level, np.int64))
+        members = np.flatnonzero(counts[cur] > 1)
+        self._links.append((start_node[members], new_id[cur[members]]))
+        # relabel in place (no contraction): the new ids sort last, as after merge()
+        self._contract(np.arange(self.n_clusters), self.n_clusters, new_id)
+        return int(merged.size)
+
     @property
     def point_cluster(self) -> NDArray[np.int64]:
         """(n_points,) index of the current cluster holding each point."""

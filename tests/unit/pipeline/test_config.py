@@ -77,8 +77,9 @@ def test_a_bad_candidates_choice_is_one_clear_line(given: dict, says: str) -> No
 
 def test_a_free_text_collection_gets_average_linkage_its_neighbours_and_cut() -> None:
     """Free text alone (er.match._views): average linkage over FREE_TEXT_K neighbours
-    and every pair of a floor component up to FREE_TEXT_COMPLETE mentions, cut
-    DEFAULT_FREE_TEXT_CUT; a firm's name beside it keeps the pair defaults."""
+    and every pair of a floor component up to FREE_TEXT_COMPLETE mentions, each level
+    HAC's clusters at its threshold, cut DEFAULT_FREE_TEXT_CUT; a firm's name beside
+    it keeps the pair defaults."""
     from er.pipeline.config import (
         DEFAULT_FREE_TEXT_CUT,
         DEFAULT_PAIR_CUT,
@@ -95,6 +96,7 @@ def test_a_free_text_collection_gets_average_linkage_its_neighbours_and_cut() ->
         "marking": "components",
         "k": FREE_TEXT_K,
         "complete_max": FREE_TEXT_COMPLETE,
+        "exact_levels": True,
     }
     assert config["cut_threshold"] == DEFAULT_FREE_TEXT_CUT
     given = new_collection_config(
