@@ -372,14 +372,18 @@ class Agglomerator:
         SCC's round joins whole components of best-neighbour edges, so a chain
         a - b - c forms at tau even when the linkage of {a, b} to c has fallen below
         it. Here reciprocal best pairs linked at ``tau`` or more merge, their
-        linkages are updated, and again, until no such pair is left. Average and
-        single linkage are reducible (the linkage of a merged pair to any third
-        cluster is at most the larger of its parts' linkages to it), so merging
+        linkages are updated, and again, until no link of ``tau`` or more is left.
+        Average and single linkage are reducible (the linkage of a merged pair to any
+        third cluster is at most the larger of its parts' linkages to it), so merging
         reciprocal pairs in any order makes the merges of HAC (the nearest-neighbour
         chain argument, dissertation §2.6.2 on RecipNN), and when none is left the
-        best link, always a reciprocal pair, is below ``tau``: the clusters are
-        HAC's at ``tau`` (ties aside). The level records one node per cluster it
-        formed, its score the weakest merge inside it, as :meth:`merge` does.
+        best link is below ``tau``: the clusters are HAC's at ``tau``, up to the order
+        of ties. Two guards (:meth:`_exact_merges`): a group of clusters all linked
+        to each other at their common best linkage (copies of one string) merges at
+        once, not a pair per pass; and where rounding leaves the best links in a
+        cycle with no reciprocal pair, the single best link merges. The level
+        records one node per cluster it formed, its score the weakest merge inside
+        it, as :meth:`merge` does.
 
         Returns
         -------
@@ -393,26 +397,16 @@ class Agglomerator:
         start_of_point = self._point_cluster.copy()
         weakest = np.full(self.n_clusters, np.inf)  # per current cluster, this level
         while True:
-            nn, best = self.nearest()
-            m = self.n_clusters
-            i = np.arange(m)
-            ok = (nn >= 0) & (best >= tau)
-            src = np.flatnonzero(ok & (nn[np.maximum(nn, 0)] == i) & (i < nn))
-            if src.size == 0:
+            found = self._exact_merges(tau)
+            if found is None:
                 break
-            dst = nn[src]
-            keep = np.ones(m, bool)
-            keep[dst] = False
-            label = np.cumsum(keep) - 1  # pairs are disjoint: dst joins src's label
-            label[dst] = label[src]
-            n_comp = int(keep.sum())
+            label, n_comp, merge_at = found
             w = np.full(n_comp, np.inf)
-            np.minimum.at(w, label, weakest)
-            w[label[src]] = np.minimum(w[label[src]], best[src])
-            # a pair takes the lower node id of its two: current clusters stay
-            # sorted by node id without new ids until the level ends
-            new_node = np.empty(n_comp, np.int64)
-            new_node[label[keep]] = self.node[keep]
+            np.minimum.at(w, label, np.minimum(weakest, merge_at))
+            # a merged group takes the lowest node id of its members: current clusters
+            # stay sorted by node id without new ids until the level ends
+            new_node = np.full(n_comp, np.iinfo(np.int64).max)
+            np.minimum.at(new_node, label, self.node)
             order = np.argsort(new_node, kind="stable")
             self._contract(label, n_comp, new_node)
             weakest = w[order]
@@ -432,6 +426,56 @@ class Agglomerator:
         # relabel in place (no contraction): the new ids sort last, as after merge()
         self._contract(np.arange(self.n_clusters), self.n_clusters, new_id)
         return int(merged.size)
+
+    def _exact_merges(
+        self, tau: float
+    ) -> tuple[NDArray[np.int64], int, NDArray[np.float64]] | None:
+        """One pass of :meth:`merge_exact`: which current clusters merge now.
+
+        Returns
+        -------
+        None when no link of ``tau`` or more is left, else
+        label : ndarray of int64, shape (m,)
+            New cluster of each current one.
+        n_comp : int
+        merge_at : ndarray of float64, shape (m,)
+            The linkage each cluster merges at (inf for one that does not).
+        """
+        m = self.n_clusters
+        values = self.link_values()
+        nn, best = best_neighbors(self.W, values)
+        if not (best >= tau).any():
+            return None
+        rows = np.repeat(np.arange(m), np.diff(self.W.indptr))
+        cols = self.W.indices.astype(np.int64)
+        # edges at both ends' best linkage (reciprocal best pairs, ties included)
+        tied = (rows < cols) & (values >= tau) & (values == best[rows]) & (values == best[cols])
+        r, c = rows[tied], cols[tied]
+        n_tied, group = csgraph.connected_components(
+            sparse.coo_array((np.ones(r.size), (r, c)), shape=(m, m)), directed=False
+        )
+        size = np.bincount(group, minlength=n_tied)
+        clique = (size > 1) & (np.bincount(group[r], minlength=n_tied) == size * (size - 1) // 2)
+        # outside such groups, the reciprocal pairs (each is the other's best, ties to
+        # the lower id); a cycle of best links that rounding left without one: the best
+        i = np.arange(m)
+        pair = (nn >= 0) & (best >= tau) & (nn[np.maximum(nn, 0)] == i) & (i < nn)
+        pair &= ~clique[group]
+        src = np.flatnonzero(pair)
+        keep = clique[group[r]]
+        r, c = np.r_[r[keep], src], np.r_[c[keep], nn[src]]
+        if r.size == 0:
+            top = int(np.argmax(best))
+            r, c = np.array([top]), nn[[top]]
+        at = values[tied][keep]
+        link = np.r_[at, best[r[at.size :]]]
+        n_comp, label = csgraph.connected_components(
+            sparse.coo_array((np.ones(r.size), (r, c)), shape=(m, m)), directed=False
+        )
+        merge_at = np.full(m, np.inf)
+        np.minimum.at(merge_at, r, link)
+        np.minimum.at(merge_at, c, link)
+        return label.astype(np.int64), int(n_comp), merge_at
 
     @property
     def point_cluster(self) -> NDArray[np.int64]:

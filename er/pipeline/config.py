@@ -228,17 +228,15 @@ FREE_TEXT_COMPLETE = 3_000
 # threshold (MBSCC ``exact_levels``): SCC's round joins whole chains of best
 # neighbours at a level, past clusters whose linkage to the chain is under it. At cut
 # 0.4, pairwise F1 every record at once, SCC rounds -> exact levels: FEBRL3 text
-# 0.870 -> 0.896, organisations 0.775 -> 0.786 (at 10,000 strings 0.869 -> 0.910),
-# PATSTAT names 0.832 -> 0.813; mean of the three tuning sets 0.826 -> 0.831. The cut
-# was then chosen again on tuning data alone, by the mean of pairwise and B-cubed F1
-# every record at once: on the three, at 0.3 / 0.35 / 0.4 / 0.45 / 0.5 / 0.55 / 0.6,
-# 0.839 / 0.843 / 0.845 / 0.848 / 0.850 / 0.832 / 0.822, organisations falling off at
-# 0.55 (0.79 -> 0.71); with the 10,000 strings' tuning seed as a fourth set, at 0.4 /
-# 0.45 / 0.5, 0.840 / 0.843 / 0.828 (there 0.910 / 0.913 / 0.795: the larger set
-# falls off sooner). So 0.45, a step short of the edge (before exact levels
-# organisations fell apart at 0.5, 0.669, and 0.4 was chosen; bench/HISTORY.md). The
-# model's few distinct probabilities tie often, and HAC's result under another order
-# of ties moves organisations by +-0.03.
+# 0.870 -> 0.896, organisations 0.775 -> 0.828 (at 10,000 strings 0.869 -> 0.911),
+# PATSTAT names 0.832 -> 0.813. The cut was then chosen again on tuning data alone,
+# by the mean of pairwise and B-cubed F1 every record at once over the four tuning
+# seeds (those three and the 10,000 strings): 0.847 / 0.849 / 0.824 at 0.4 / 0.45 /
+# 0.5 (the three alone 0.854 / 0.856 / 0.844; organisations fall off at 0.5, 0.832 ->
+# 0.759). Before exact levels they fell apart there already (0.669) and 0.4 was
+# chosen (bench/HISTORY.md). The model's few distinct probabilities tie often, and
+# HAC's clusters then depend on the order of the ties: organisations moved by 0.04
+# when copies of one string came to merge at once (Agglomerator.merge_exact).
 DEFAULT_FREE_TEXT_CUT = 0.45
 
 

@@ -69,6 +69,69 @@ def test_each_exact_level_is_hac_at_its_threshold(
         assert _partition(h.cut(level)) == _scipy_cut(S, method, float(tau))
 
 
+@st.composite
+def tied_graphs(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Similarities from a few values (copies of one string tie with everything alike),
+    some pairs absent, and thresholds among those values or between them."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n = draw(st.integers(1, 40))
+    choices = np.array(draw(st.sampled_from([[0.3, 0.7, 0.9], [0.1, 0.5], [0.7], [0.2, 0.6, 0.8]])))
+    S = rng.choice(choices, size=(n, n))
+    S = np.triu(S, 1)
+    S = S + S.T
+    absent = rng.random((n, n)) < draw(st.sampled_from([0.0, 0.3, 0.8]))
+    S[absent | absent.T] = 0.0
+    np.fill_diagonal(S, 0.0)
+    taus = np.sort(rng.choice(np.r_[choices, choices - 0.05], draw(st.integers(1, 5))))[::-1]
+    return S, taus
+
+
+@settings(max_examples=300, deadline=None)
+@given(graph=tied_graphs())
+def test_with_ties_each_level_ends_with_no_link_at_its_threshold(
+    graph: tuple[np.ndarray, np.ndarray],
+) -> None:
+    """Under ties HAC's clusters depend on the order of merges, so the oracle is the
+    definition itself, by brute force on the input: after each level every two
+    clusters link (mean similarity over all their pairs) below its threshold, and
+    each node the level formed holds merges at the threshold or above, its score."""
+    S, taus = graph
+    agg = Agglomerator(sparse.csr_array(S), "average")
+    for tau in taus:
+        agg.merge_exact(float(tau))
+        label = agg.point_cluster
+        groups = [np.flatnonzero(label == c) for c in np.unique(label)]
+        for x, a in enumerate(groups):
+            for b in groups[x + 1 :]:
+                assert S[np.ix_(a, b)].mean() < tau + 1e-9
+    h = agg.finish("mbscc", {}, S.shape[0], join=False)
+    formed = np.flatnonzero(h.level_lo > 0)
+    tau_of = np.r_[np.nan, taus][h.level_lo[formed]]
+    assert (h.score[formed] >= tau_of - 1e-9).all()
+
+
+def test_best_links_in_a_cycle_with_no_reciprocal_pair_still_merge() -> None:
+    """Ties whose sums round differently in the two directions left best links
+    0 -> 1 -> 2 -> 0 at 0.7 with no reciprocal pair, and the level stopped with a link
+    above its threshold (found by review): everything links at 0.5 or more here."""
+    a, b, c = 0.3, 0.7, 0.9
+    S = np.array(
+        [
+            [0, c, a, c, c, c, b],
+            [c, 0, a, c, c, c, b],
+            [a, a, 0, b, c, c, b],
+            [c, c, b, 0, b, c, b],
+            [c, c, c, b, 0, c, b],
+            [c, c, c, c, c, 0, b],
+            [b, b, b, b, b, b, 0],
+        ]
+    )
+    agg = Agglomerator(sparse.csr_array(S), "average")
+    for tau in (0.8, 0.5):
+        agg.merge_exact(tau)
+    assert _partition(agg.point_cluster) == _scipy_cut(S, "average", 0.5) == {frozenset(range(7))}
+
+
 def test_a_chain_sccs_round_joins_is_left_where_hac_leaves_it() -> None:
     """a - b at 0.9, b - c at 0.8, a - c absent: at 0.6 SCC's round joins all three
     (c's best neighbour is b), while {a, b} links c by (0.8 + 0) / 2 = 0.4."""
