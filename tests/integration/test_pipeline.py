@@ -823,12 +823,14 @@ def test_retraining_stores_a_new_version_that_scores_the_next_batches(settings_e
 
 def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
     """Affiliation strings alone: the collection gets the free-text defaults (average
-    linkage over 100 neighbours and every pair of a component, cut 0.4), EM a fit on
-    the four views, and the entities find the institutes (one comparison of the
-    string gave EM no fit and every record its own entity: pairwise F1 0). These
-    institutes are hard: departments of one university share its city and postcode,
-    which the word views take for evidence
-    (pairwise F1 0.75 here, 0.68-0.69 over the proposed pairs alone at cut 0.1;
+    linkage over 100 neighbours and every pair of a component, each level HAC's
+    clusters at its threshold, cut 0.45), EM a fit on the four views, and the
+    entities find the institutes (one comparison of the string gave EM no fit and
+    every record its own entity: pairwise F1 0). These institutes are hard:
+    departments of one university share its city and postcode, which the word views
+    take for evidence (pairwise F1 0.69 here; 0.75 with SCC's rounds at cut 0.4,
+    which chain departments together, and over six seeds of this generator 0.65-0.69
+    against their 0.64-0.75; 0.68-0.69 over the proposed pairs alone at cut 0.1;
     TF-IDF + average-linkage HAC at its best cut 0.92)."""
     from sqlalchemy.orm import Session
 
@@ -849,6 +851,7 @@ def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
         config = find_collection(session, name).config
     assert config["params"]["linkage"] == "average" and config["params"]["k"] == FREE_TEXT_K
     assert config["params"]["complete_max"] == FREE_TEXT_COMPLETE
+    assert config["params"]["exact_levels"] is True
     assert config["cut_threshold"] == DEFAULT_FREE_TEXT_CUT
     model = config["pair_model"]
     assert model["method"] == "em"
@@ -862,7 +865,7 @@ def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
     truth = {f"r{i}": g for i, g in enumerate(gold)}
     ids = sorted(entity)
     _, _, f1 = pairwise_prf([truth[i] for i in ids], [entity[i] for i in ids])
-    assert f1 >= 0.72  # over the proposed pairs alone at cut 0.1: 0.68-0.69
+    assert f1 >= 0.66  # six seeds of this generator: 0.65-0.69 (docstring)
     # retraining keeps the views (the linkage and cut were set for them), and a batch
     # scored by the new version still joins its institutes
     from er.pipeline import run_train

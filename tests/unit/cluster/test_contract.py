@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import sparse
 
-from er.cluster._rounds import _contract_graph
+from er.cluster._contract import _contract_graph
 
 
 @st.composite
@@ -61,18 +61,18 @@ def test_contraction_sums_each_pair_of_clusters_and_keeps_every_connected_pair(c
 def test_scipy_kernel_path_equals_the_public_product(case) -> None:
     """Positive graphs contract through scipy's kernel with a bounded output
     (_product_bounded); the public ``@`` it stands in for gives the same entries."""
-    from er.cluster import _rounds
+    from er.cluster import _contract
 
     W, _, _, lab, n_comp = case
     if not (W.nnz and W.data.min() > 0):
         return
-    assert _rounds._csr_matmat is not None  # this scipy has the kernel: the fast path runs
+    assert _contract._csr_matmat is not None  # this scipy has the kernel: the fast path runs
     fast = _contract_graph(W, lab, n_comp, use_max=False)
-    kernel, _rounds._csr_matmat = _rounds._csr_matmat, None
+    kernel, _contract._csr_matmat = _contract._csr_matmat, None
     try:
         public = _contract_graph(W, lab, n_comp, use_max=False)
     finally:
-        _rounds._csr_matmat = kernel
+        _contract._csr_matmat = kernel
     fast.sort_indices()
     public.sort_indices()
     np.testing.assert_array_equal(fast.indptr, public.indptr)

@@ -106,3 +106,28 @@ def test_labels_without_a_pair_choose_nothing() -> None:
     h = Hierarchy.from_linkage(linkage(np.array([[0.0], [1.0], [3.0]]), "average"))
     with pytest.raises(ValueError, match="no two mentions"):
         best_cut(h, np.array(["a", "b", "c"]), np.ones(3, bool))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(4, 40), share=st.floats(0.1, 1.0))
+def test_on_a_dag_the_best_cut_is_the_best_of_every_cut(seed: int, n: int, share: float) -> None:
+    """LLAMA's DAG (a node under several parents): every partition a cut gives (one per
+    distinct node score, each node following its strongest parent), scored by the
+    definition; ``best_cut`` finds the best of them."""
+    from er.cluster import Llama
+
+    _, gold, labelled = _case(seed, n, share)
+    rng = np.random.default_rng(seed)
+    X = np.abs(rng.normal(size=(gold.max() + 1, 4))[gold] + 0.5 * rng.normal(size=(n, 4)))
+    h = Llama(p=3, k=min(5, n - 1)).fit(X.astype(np.float32)).hierarchy_
+    scores = np.unique(h.score[np.isfinite(h.score)])
+    cuts = np.r_[scores, scores.max(initial=0.0) + 1.0]
+    oracle = [_figures(gold, labelled, cut_at_score(h, t))[1] for t in cuts]
+    if np.unique(gold[labelled]).size == labelled.sum() or max(oracle) == 0:
+        with pytest.raises(ValueError):
+            best_cut(h, gold, labelled)
+        return
+    out = best_cut(h, gold, labelled)
+    assert out["f1"] == pytest.approx(max(oracle), abs=1e-12)
+    p, f1 = _figures(gold, labelled, cut_at_score(h, out["threshold"]))
+    assert (out["precision"], out["f1"]) == pytest.approx((p, f1), abs=1e-12)
