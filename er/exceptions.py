@@ -84,18 +84,21 @@ NO_TABLES = (
 )
 
 
+UNDEFINED_TABLE = "42P01"  # PostgreSQL's SQLSTATE for a relation that does not exist
+
+
 def missing_tables(exc: BaseException) -> str | None:
     """:data:`NO_TABLES` when ``exc`` or an exception in its chain says the database
-    has no er tables (SQLite's "no such table", PostgreSQL's undefined table); None
-    otherwise. A database without the tables is not a lost one: retrying cannot help."""
+    has no er tables; None otherwise. A database without the tables is not a lost
+    one: retrying cannot help.
+
+    PostgreSQL says so by its error code (psycopg's ``sqlstate``, 42P01). SQLite
+    raises the same ``OperationalError`` for a missing table as for a file it cannot
+    open, with no code that tells them apart, so there its message is read ("no such
+    table")."""
     seen: BaseException | None = exc
     while seen is not None:
-        text = str(seen)
-        if (
-            "no such table" in text
-            or "UndefinedTable" in type(seen).__name__
-            or ("relation" in text and "does not exist" in text)
-        ):
+        if getattr(seen, "sqlstate", None) == UNDEFINED_TABLE or "no such table" in str(seen):
             return NO_TABLES
         seen = seen.__cause__ or seen.__context__
     return None

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
+
 def _matmat_kernel() -> Callable[..., None] | None:
     """scipy's CSR product kernel, which ``@`` calls after a counting pass
     (:func:`_product_bounded`), if this scipy has it and it behaves as relied on:
