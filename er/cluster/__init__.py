@@ -6,6 +6,7 @@ Every estimator returns a
 (``delta_``) that writes it to a store.
 """
 
+from er.cluster._components import PairScores
 from er.cluster._ghhc import GHHC
 from er.cluster._graph import as_graph, knn_graph, normalize_rows
 from er.cluster._grinch import Grinch
@@ -23,6 +24,7 @@ __all__ = [
     "Grinch",
     "Hierarchy",
     "Llama",
+    "PairScores",
     "RecipNN",
     "Trellis",
     "TrellisMAP",

@@ -44,7 +44,7 @@ from sqlalchemy.orm import Session
 
 from er.ann import Int8Rows, KeyIndex, batch_neighbors, make_index, record_keys
 from er.ann._index import rank
-from er.cluster import MBSCC
+from er.cluster import MBSCC, PairScores
 from er.delta import ClusteringDelta
 from er.entities import EntityStep
 from er.evaluation import cut_at_score
@@ -456,7 +456,7 @@ def _vectors(index: Any, stop: int) -> NDArray[np.float32]:
     return np.asarray(index.vectors[:stop], np.float32)
 
 
-def _pair_scores(state: _State) -> Callable[[NDArray[np.int64], NDArray[np.int64]], Any]:
+def _pair_scores(state: _State) -> PairScores:
     """Any two mentions' match probability under the model that scored the batch, for
     a core that links a floor component over all its pairs (free text:
     ``er.pipeline.config.FREE_TEXT_COMPLETE``). The model's own trained prior, not the
