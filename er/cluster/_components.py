@@ -269,6 +269,7 @@ PairScores = Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floatin
 # more to a third (or to each other) in the lists: a match probability of 0.5, more
 # likely a match than not. See complete_components.
 COMPLETE_THROUGH = 0.5
+SCORE_CHUNK = 1_000_000  # pairs per call of the pair scorer (_scored)
 
 
 def complete_components(
@@ -329,9 +330,7 @@ def complete_components(
         return G
     coo = G.tocoo()
     keep = label[coo.row] != label[coo.col]  # every edge inside a component is scored
-    score = np.asarray(pair_scores(points[left], points[right]), np.float64)
-    some = score >= COMPLETE_MIN
-    left, right, score = left[some], right[some], score[some].astype(G.dtype)
+    left, right, score = _scored(pair_scores, points, left, right, G.dtype)
     out = sparse.csr_array(
         (
             np.r_[coo.data[keep], score, score],
@@ -341,6 +340,31 @@ def complete_components(
     )
     out.sort_indices()
     return out
+
+
+def _scored(
+    pair_scores: PairScores,
+    points: NDArray[np.int64],
+    left: NDArray[np.int64],
+    right: NDArray[np.int64],
+    dtype: Any,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[Any]]:
+    """The pairs (rows ``left``, ``right``, shape (p,)) that score COMPLETE_MIN or
+    more, and their scores, asked SCORE_CHUNK pairs at a time: a pair model's
+    comparison of free text holds each pair's grams in memory, and 32 million pairs
+    at once took 24 GiB (bench/HISTORY.md). A pair's score does not depend on the
+    others in its call, so the chunks give the scores one call would."""
+    keep: list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[Any]]] = []
+    for at in range(0, left.size, SCORE_CHUNK):
+        a, b = left[at : at + SCORE_CHUNK], right[at : at + SCORE_CHUNK]
+        score = np.asarray(pair_scores(points[a], points[b]), np.float64)
+        some = score >= COMPLETE_MIN
+        keep.append((a[some], b[some], score[some].astype(dtype)))
+    return (
+        np.concatenate([k[0] for k in keep]),
+        np.concatenate([k[1] for k in keep]),
+        np.concatenate([k[2] for k in keep]),
+    )
 
 
 def _pairs_to_score(

@@ -405,3 +405,26 @@ def test_a_list_edge_the_pair_scores_put_below_the_floor_still_joins_its_compone
     assert _structure(stepped.hierarchy_) == _structure(whole.hierarchy_)
     formed = {key for key, (score, _, _) in _structure(whole.hierarchy_).items() if score}
     assert frozenset({3, 4, 5, 6}) in formed
+
+
+def test_pairs_are_scored_in_chunks_that_give_one_calls_result(monkeypatch: Any) -> None:
+    """The pair scorer is asked SCORE_CHUNK pairs at a time (memory: a pair model's
+    free text holds each pair's grams), and the hierarchy is the one of a single call."""
+    from er.cluster import _components
+
+    rng = np.random.default_rng(7)
+    X = np.abs(rng.normal(size=(4, 5))[rng.integers(0, 4, 60)] + 0.2 * rng.normal(size=(60, 5)))
+    X = X.astype(np.float32)
+    cosines, sizes = _cosines(X), []
+
+    def counted(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        sizes.append(left.size)
+        return np.asarray(cosines(left, right))
+
+    params: dict[str, Any] = {"k": 3, "linkage": "average", "tau_min": 0.3, "n_levels": 12}
+    params |= {"marking": "components", "complete_max": 1000, "exact_levels": True}
+    whole = MBSCC(**params).partial_fit(X, pair_scores=cosines)
+    monkeypatch.setattr(_components, "SCORE_CHUNK", 7)
+    chunked = MBSCC(**params).partial_fit(X, pair_scores=counted)
+    assert max(sizes) <= 7 and sum(sizes) > 7
+    assert _structure(chunked.hierarchy_) == _structure(whole.hierarchy_)
