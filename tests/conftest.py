@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -23,9 +24,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
 
 
-@pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    """URL of a throwaway PostgreSQL database, dropped after the session."""
+@contextmanager
+def _throwaway_database() -> Iterator[str]:
+    """URL of a new, empty PostgreSQL database, dropped on leaving."""
     import psycopg
 
     name = f"er_test_{uuid.uuid4().hex[:10]}"
@@ -36,9 +37,25 @@ def pg_url() -> Iterator[str]:
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')  # identifier we generated, not input
     base = PG_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
-    yield f"{base}/{name}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """URL of a throwaway PostgreSQL database, dropped after the session."""
+    with _throwaway_database() as url:
+        yield url
+
+
+@pytest.fixture
+def empty_pg_url() -> Iterator[str]:
+    """URL of a PostgreSQL database of this test's own, without er's tables."""
+    with _throwaway_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -23,29 +23,17 @@ def test_a_database_without_tables_is_not_retried(tmp_path: Path) -> None:
     assert not raised.value.is_retryable and str(raised.value) == NO_TABLES
 
 
-def test_a_postgresql_database_without_tables_is_not_retried() -> None:
+def test_a_postgresql_database_without_tables_is_not_retried(empty_pg_url: str) -> None:
     """PostgreSQL tells a missing table by its error code (42P01), not by a message
     that a locale may translate: a fresh database gets the one line, no retry."""
-    import uuid
-
-    import psycopg
-
-    from tests.conftest import PG_ADMIN_URL
-
-    name = f"er_empty_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')  # identifier we generated, not input
-    base = PG_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
-    engine = create_engine(f"{base}/{name}")
+    engine = create_engine(empty_pg_url)
     try:
         with pytest.raises(StoreError) as raised, _transient_sql(), Session(engine) as session:
             session.execute(select(Collection)).all()
         assert not isinstance(raised.value, TransientStoreError)
         assert str(raised.value) == NO_TABLES
     finally:
-        engine.dispose()
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        engine.dispose()  # the fixture drops the database after
 
 
 def test_a_database_that_cannot_be_opened_is_retried(tmp_path: Path) -> None:
