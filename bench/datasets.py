@@ -16,7 +16,9 @@
   share their places (2,500 strings), at its test seed (or the tuning seed): the third
   free-text tuning set; ``orgs-places-10k[@tuning]``: 10,000 strings of 120 cities'
   organisations, free text past ``er.pipeline.config.FREE_TEXT_COMPLETE`` in one
-  component.
+  component; ``orgs-places-20k[@tuning]``: 20,000 strings of 240 cities', one
+  organisation of them holding 1,710 at the tuning seed (more than a component's
+  budget of pairs reaches: MBSCC ``complete_at``).
 
 Every record is a dict of strings with ``rec_id``; the gold entity is kept apart.
 """
@@ -47,6 +49,7 @@ NAMES = [
     "febrl3-text",
     "orgs-places",
     "orgs-places-10k",
+    "orgs-places-20k",
     "leipzig",
 ]
 SEEDED = ("people", "orgs")  # families with a tuning seed: thresholds are chosen on it
@@ -63,9 +66,10 @@ def load(name: str) -> Dataset:
     if base == "orgs-places":
         seed = orgs.TUNING_SEED if tag == "tuning" else orgs.TEST_SEED
         return _split_gold(orgs.org_places(seed=seed), "entity", family="orgs", seed=seed)
-    if base == "orgs-places-10k":
+    if base in ("orgs-places-10k", "orgs-places-20k"):
         seed = orgs.TUNING_SEED if tag == "tuning" else orgs.TEST_SEED
-        rows = orgs.org_places(10_000, seed, cities=120)
+        n, cities = (10_000, 120) if base == "orgs-places-10k" else (20_000, 240)
+        rows = orgs.org_places(n, seed, cities=cities)
         return _split_gold(rows, "entity", family="orgs", seed=seed)
     if base.startswith("febrl"):
         return _febrl(base)

@@ -6,7 +6,7 @@ Every estimator returns a
 (``delta_``) that writes it to a store.
 """
 
-from er.cluster._components import PairScores
+from er.cluster._complete import PairScores
 from er.cluster._ghhc import GHHC
 from er.cluster._graph import as_graph, knn_graph, normalize_rows
 from er.cluster._grinch import Grinch

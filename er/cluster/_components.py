@@ -36,6 +36,7 @@ from scipy import sparse
 from scipy.sparse import csgraph
 
 from er._arrays import grown
+from er.cluster._complete import REFINE_PASSES, Completion
 from er.cluster._graph import knn_lists_graph
 from er.cluster._hierarchy import Hierarchy
 from er.cluster._mbscc_ids import _Members, match_ids
@@ -255,202 +256,6 @@ def floor_components(G: sparse.csr_array, floor: float) -> NDArray[np.int64]:
     return np.asarray(label, np.int64)
 
 
-# A pair scored under this is left out of a completed component's graph: it moves any
-# mean linkage by less than this, and most pairs of a large component are far below
-# it (of Leipzig's 2.55 million affiliation pairs, 3.4% have a match probability
-# above 1e-6), so the rounds run on the pairs that can matter.
-COMPLETE_MIN = 1e-3
-
-
-# the similarity of any two points by global index: (left (p,), right (p,)) -> (p,)
-PairScores = Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]]
-
-# A component past the budget scores the pairs of points that both link at this or
-# more to a third (or to each other) in the lists: a match probability of 0.5, more
-# likely a match than not. See complete_components.
-COMPLETE_THROUGH = 0.5
-SCORE_CHUNK = 1_000_000  # pairs per call of the pair scorer (_scored)
-
-
-def complete_components(
-    G: sparse.csr_array,
-    points: NDArray[np.int64],
-    label: NDArray[np.int64],
-    pair_scores: PairScores,
-    max_points: int,
-) -> sparse.csr_array:
-    """G with every pair inside each floor component of at most ``max_points`` points
-    scored, not only the pairs of the k-NN lists; in a larger component, the pairs of
-    its lists and the pairs two steps apart in them (:func:`_pairs_through`).
-
-    Average linkage over the lists counts a pair missing from them as a similarity of
-    0, so an entity of more points than the lists hold can never reach a high
-    linkage, and the cut that suits it splits small entities poorly (PATSTAT's firms
-    against FEBRL's people, ``er.pipeline.config.FREE_TEXT_K``). With every pair of
-    a component scored, the linkage between two clusters is their mean pair score,
-    whatever their size: average-linkage HAC's own definition (the linkage SCC's
-    rounds use, dissertation ch. 4). Merges stay inside floor components (pairs
-    across two are left as the lists give them, below the floor), so the components'
-    stepping (:func:`step`) still holds: what is scored is a function of the
-    component's own graph.
-
-    Free text chains into one component as it grows (9,860 of 10,000 organisations'
-    strings), whose every pair would cost the square of its size per batch. Yet few of
-    those pairs matter: of the 50 million pairs of 10,000 organisations' strings in
-    977 organisations (bench/orgs.py, 120 cities), 2.1 million score 1e-3 or more, and
-    the pairs of an entity are reached in two steps through its members' lists. So a
-    larger component scores its lists' pairs and every pair of points that both link
-    at COMPLETE_THROUGH or more to a third; where those exceed the budget, each point
-    stands between only its ``m`` strongest such links, ``m`` the most the budget
-    allows. On those 10,000 strings, pairwise F1 at cut 0.4: 0.869 with 2.9 million
-    pairs scored; 0.870 with every pair of the component; 0.646 scoring only inside
-    the clusters that mean-linkage rounds over the lists formed (er before;
-    bench/HISTORY.md). A pair scored under COMPLETE_MIN is no edge, as a pair missing
-    from the lists.
-
-    Parameters
-    ----------
-    G : csr_array, shape (s, s)
-        The lists' graph among ``points``.
-    points : ndarray of int64, shape (s,)
-        Global point index of each row of G.
-    label : ndarray of int64, shape (s,)
-        Floor component of each row (:func:`floor_components` of G).
-    pair_scores : callable (left (p,), right (p,)) -> (p,) scores
-        The similarity of any two points, by global index.
-    max_points : int
-        The pairs of a component of this many points are what one may cost.
-
-    Returns
-    -------
-    csr_array, shape (s, s)
-    """
-    left, right = _pairs_to_score(G, label, max_points * (max_points - 1) // 2)
-    if left.size == 0:
-        return G
-    coo = G.tocoo()
-    keep = label[coo.row] != label[coo.col]  # every edge inside a component is scored
-    left, right, score = _scored(pair_scores, points, left, right, G.dtype)
-    out = sparse.csr_array(
-        (
-            np.r_[coo.data[keep], score, score],
-            (np.r_[coo.row[keep], left, right], np.r_[coo.col[keep], right, left]),
-        ),
-        shape=G.shape,
-    )
-    out.sort_indices()
-    return out
-
-
-def _scored(
-    pair_scores: PairScores,
-    points: NDArray[np.int64],
-    left: NDArray[np.int64],
-    right: NDArray[np.int64],
-    dtype: Any,
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[Any]]:
-    """The pairs (rows ``left``, ``right``, shape (p,)) that score COMPLETE_MIN or
-    more, and their scores, asked SCORE_CHUNK pairs at a time: a pair model's
-    comparison of free text holds each pair's grams in memory, and 32 million pairs
-    at once took 24 GiB (bench/HISTORY.md). A pair's score does not depend on the
-    others in its call, so the chunks give the scores one call would."""
-    keep: list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[Any]]] = []
-    for at in range(0, left.size, SCORE_CHUNK):
-        a, b = left[at : at + SCORE_CHUNK], right[at : at + SCORE_CHUNK]
-        score = np.asarray(pair_scores(points[a], points[b]), np.float64)
-        some = score >= COMPLETE_MIN
-        keep.append((a[some], b[some], score[some].astype(dtype)))
-    return (
-        np.concatenate([k[0] for k in keep]),
-        np.concatenate([k[1] for k in keep]),
-        np.concatenate([k[2] for k in keep]),
-    )
-
-
-def _pairs_to_score(
-    G: sparse.csr_array, label: NDArray[np.int64], budget: int
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(left, right) rows of G, left < right, shape (p,): every pair of each floor
-    component (``label``, shape (s,)) of at most ``budget`` pairs, and in a larger one
-    :func:`_pairs_through`'s."""
-    sizes = np.bincount(label)
-    order = np.argsort(label, kind="stable")
-    starts = np.r_[0, np.cumsum(sizes)]
-    lefts, rights = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for c in np.flatnonzero(sizes >= 2):
-        members = order[starts[c] : starts[c + 1]]
-        if members.size * (members.size - 1) // 2 <= budget:
-            i, j = np.triu_indices(members.size, 1)
-        else:
-            i, j = _pairs_through(G[members][:, members], COMPLETE_THROUGH, budget)
-        lefts.append(members[i])
-        rights.append(members[j])
-    return np.concatenate(lefts), np.concatenate(rights)
-
-
-def _pairs_through(
-    H: sparse.csr_array, through: float, budget: int
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(left, right), left < right, shape (p,): the pairs of H's edges and every pair
-    of points that both have an edge ``>= through`` to one point; each point stands
-    between its ``m`` strongest such edges (ties to the lower column), ``m`` the most
-    for which the pairs number at most ``budget`` (no limit when they do anyway;
-    with m = 0, H's edges alone, whatever their number).
-
-    The pairs grow with m (a point's m strongest edges are among its m + 1
-    strongest), so m is found by bisection; a count that ignores the pairs two points
-    share (H's edges plus each point's ``min(m, degree) + 1`` choose 2) is an upper
-    bound, which settles the lower end without a product.
-
-    Parameters
-    ----------
-    H : csr_array, shape (s, s)
-        A floor component's lists' graph (symmetric; an edge stored at similarity 0
-        is an edge too: its pair is scored like any other).
-    """
-    s = H.shape[0]
-    row = np.repeat(np.arange(s), np.diff(H.indptr))
-    edges = sparse.csr_array((np.ones(H.nnz), (row, H.indices)), shape=(s, s))
-    listed = sparse.triu(edges, 1).tocoo()
-    strong = H.data >= through
-    r, c, v = row[strong], H.indices[strong].astype(np.int64), H.data[strong]
-    order = np.lexsort((c, -v, r))  # each row's edges, strongest first
-    r, c = r[order], c[order]
-    rank = np.arange(r.size) - np.searchsorted(r, r)
-    degree = np.bincount(r, minlength=s)
-
-    def pairs(m: int) -> sparse.coo_array:
-        if m == 0:
-            return listed
-        kept = rank < m
-        hub, member = np.r_[r[kept], np.arange(s)], np.r_[c[kept], np.arange(s)]
-        B = sparse.csr_array((np.ones(hub.size), (hub, member)), shape=(s, s))
-        return sparse.triu(B.T @ B + edges, 1).tocoo()
-
-    def at_most(m: int) -> int:
-        d = np.minimum(degree, m)
-        return int(listed.nnz) + int((d * (d + 1) // 2).sum())
-
-    lo, hi = 0, int(degree.max(initial=0))
-    if listed.nnz > budget:
-        hi = 0
-    while lo < hi and at_most(lo + 1) <= budget:  # within the budget for certain
-        lo += 1
-    Q = pairs(hi)  # every link: one product when they fit (10,000 organisations' strings)
-    if Q.nnz > budget:
-        fitting = None  # the pairs at lo, once a product has given them
-        hi -= 1
-        while lo < hi:  # the largest m whose pairs number at most the budget
-            mid = (lo + hi + 1) // 2
-            at_mid = pairs(mid)
-            if at_mid.nnz <= budget:
-                lo, fitting = mid, at_mid
-            else:
-                hi = mid - 1
-        Q = pairs(lo) if fitting is None else fitting
-    return Q.row.astype(np.int64), Q.col.astype(np.int64)
-
-
 def step(
     forest: Forest,
     idx: NDArray[np.int64],
@@ -461,8 +266,7 @@ def step(
     take: Callable[[int], NDArray[np.int64]],
     algorithm: str,
     floor: float,
-    complete: Callable[[NDArray[np.int64], sparse.csr_array, NDArray[np.int64]], sparse.csr_array]
-    | None = None,
+    completion: Completion | None = None,
 ) -> tuple[ClusteringDelta, Touched]:
     """Bring the forest up to date after a mini-batch; its delta and what it redid.
 
@@ -480,10 +284,11 @@ def step(
         The rounds on a graph over s points, left as a forest.
     take : callable (count) -> ndarray of int64
         Issues new stable ids.
-    complete : callable (points (s,), graph (s, s), label (s,)) -> graph (s, s), optional
-        The graph the rounds run on, from the lists' graph among ``S`` and its floor
-        components (:func:`complete_components`); it must keep every edge across two
-        floor components below the floor.
+    completion : Completion, optional
+        Scores the graph the rounds run on, from the lists' graph among ``S`` and its
+        floor components (:meth:`Completion.graph`), then around the clusters of each
+        pass (:meth:`Completion.refine`, at most REFINE_PASSES); it keeps every edge
+        across two floor components as the lists give it.
     """
     n0, n = forest.n_points, idx.shape[0]
     S = forest.touched(np.asarray(marked, np.int64), n)
@@ -491,9 +296,11 @@ def step(
     # the lists' components, not the completed graph's: a list edge >= floor that the
     # pair scores put below it must still bring its two ends into one S
     label = floor_components(G, floor)
-    if complete is not None:
-        G = complete(S, G, label)
+    if completion is not None:
+        G = completion.graph(S, G, label)
     h = agglomerate(G, S.size)
+    if completion is not None:
+        h = _refined(completion, S, G, label, h, agglomerate)
     M = h.leaf_membership()
     pids = point_ids[S]
     old_pids = np.where(n0 <= S, -1, pids)
@@ -523,6 +330,24 @@ def step(
         after_ids = np.r_[after_ids, forest.root]
     delta = forest.snapshot(after_ids).delta_from(before, algorithm)
     return delta, Touched(S, h, ids)
+
+
+def _refined(
+    completion: Completion,
+    S: NDArray[np.int64],
+    G: sparse.csr_array,
+    label: NDArray[np.int64],
+    h: Hierarchy,
+    agglomerate: Callable[[sparse.csr_array, int], Hierarchy],
+) -> Hierarchy:
+    """The rounds again on G completed around h's clusters, until nothing is added or
+    REFINE_PASSES passes are done."""
+    for _ in range(REFINE_PASSES):
+        refined = completion.refine(S, G, label, h)
+        if refined is None:
+            break
+        G, h = refined, agglomerate(refined, S.size)
+    return h
 
 
 def _previous(

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from er.cluster import _components
-from er.cluster._components import PairScores
+from er.cluster._complete import Completion, PairScores
 from er.cluster._graph import check_neighbors, normalize_rows
 from er.cluster._hierarchy import Hierarchy
 from er.cluster._mbscc_ids import _Members, match_ids  # _Members: named by old pickles
@@ -79,7 +79,14 @@ class MBSCC:
         ``partial_fit`` then needs, not over the k-NN lists alone; a larger one over
         its lists' pairs and the pairs two steps apart in them, as many as such a
         component has pairs at most (its lists' pairs alone when those are more)
-        (:func:`er.cluster._components.complete_components`); 0: never.
+        (:func:`er.cluster._complete.complete_components`); 0: never.
+    complete_at : float, default 0.0
+        With ``complete_max``: in a component past it, the pairs around the clusters
+        formed at this score or more are completed after the rounds, and the rounds
+        run again (:meth:`er.cluster._complete.Completion.refine`): every pair inside
+        such a cluster, and those of two clusters whose linkage over all their pairs
+        may reach it. An entity larger than the budget reaches is then one cluster.
+        The pipeline's free text sets it to its entity cut; 0: never.
     exact_levels : bool, default False
         With ``components`` marking and average (or single) linkage: each level
         holds that linkage's HAC clusters at its threshold
@@ -111,6 +118,7 @@ class MBSCC:
         "k": [Interval(int, 1, None)],
         "marking": [Options(("paper", "exact", "components"))],
         "complete_max": [Interval(int, 0, None)],
+        "complete_at": [Interval(float, 0.0, None)],
         "exact_levels": [Options((True, False))],
     }
     algorithm = "mbscc"
@@ -132,6 +140,7 @@ class MBSCC:
         k: int = 10,
         marking: str = "paper",
         complete_max: int = 0,
+        complete_at: float = 0.0,
         exact_levels: bool = False,
     ) -> None:
         self.n_levels = n_levels
@@ -142,6 +151,7 @@ class MBSCC:
         self.k = k
         self.marking = marking
         self.complete_max = complete_max
+        self.complete_at = complete_at
         self.exact_levels = exact_levels
 
     def fit(self, X: NDArray[np.floating]) -> MBSCC:
@@ -273,12 +283,9 @@ class MBSCC:
                     agg.merge(_at_least(float(tau)))
             return agg.finish(self.algorithm, params, s, join=False)
 
-        complete = None
+        completion = None
         if self.complete_max and pair_scores is not None:
-            scores, most = pair_scores, self.complete_max
-
-            def complete(points: NDArray[np.int64], G: Any, label: NDArray[np.int64]) -> Any:
-                return _components.complete_components(G, points, label, scores, most)
+            completion = Completion(pair_scores, self.complete_max, self.complete_at)
 
         assert self._forest is not None  # _fit's caller checks
         n = self._knn._n
@@ -292,7 +299,7 @@ class MBSCC:
             self._take_ids,
             self.algorithm,
             floor,
-            complete,
+            completion,
         )
         self._hierarchy = self._node_ids = None  # assembled when read
         return self
@@ -330,6 +337,7 @@ class MBSCC:
                 state[private] = state.pop(public)
         state.setdefault("_forest", None)
         state.setdefault("complete_max", 0)  # pickles from before it
+        state.setdefault("complete_at", 0.0)
         state.setdefault("exact_levels", False)
         self.__dict__.update(state)
 

@@ -181,7 +181,7 @@ def _completed_graph(X: np.ndarray, k: int, floor: float, most: int) -> Any:
     from scipy import sparse
     from scipy.sparse import csgraph
 
-    from er.cluster._components import COMPLETE_MIN
+    from er.cluster._complete import COMPLETE_MIN
 
     n = X.shape[0]
     V = X / np.linalg.norm(X, axis=1, keepdims=True)
@@ -214,7 +214,7 @@ def _through(sub: np.ndarray, listed: np.ndarray, budget: int) -> set[tuple[int,
     (``listed``) and the pairs among each point and its m strongest links (``sub``)
     >= COMPLETE_THROUGH (ties to the lower index), m lowered one at a time until they
     fit the budget."""
-    from er.cluster._components import COMPLETE_THROUGH
+    from er.cluster._complete import COMPLETE_THROUGH
 
     s = sub.shape[0]
     strong = [[j for j in range(s) if sub[i, j] >= COMPLETE_THROUGH] for i in range(s)]
@@ -348,7 +348,7 @@ def test_pairs_two_steps_apart_are_the_brute_force_ones_within_the_budget(
     they number at most the budget unless the graph's edges alone do not fit."""
     from scipy import sparse
 
-    from er.cluster._components import COMPLETE_THROUGH, _pairs_through
+    from er.cluster._complete import COMPLETE_THROUGH, _pairs_through
 
     s = 2
     while s * (s - 1) // 2 < len(weights):
@@ -410,7 +410,7 @@ def test_a_list_edge_the_pair_scores_put_below_the_floor_still_joins_its_compone
 def test_pairs_are_scored_in_chunks_that_give_one_calls_result(monkeypatch: Any) -> None:
     """The pair scorer is asked SCORE_CHUNK pairs at a time (memory: a pair model's
     free text holds each pair's grams), and the hierarchy is the one of a single call."""
-    from er.cluster import _components
+    from er.cluster import _complete
 
     rng = np.random.default_rng(7)
     X = np.abs(rng.normal(size=(4, 5))[rng.integers(0, 4, 60)] + 0.2 * rng.normal(size=(60, 5)))
@@ -424,7 +424,7 @@ def test_pairs_are_scored_in_chunks_that_give_one_calls_result(monkeypatch: Any)
     params: dict[str, Any] = {"k": 3, "linkage": "average", "tau_min": 0.3, "n_levels": 12}
     params |= {"marking": "components", "complete_max": 1000, "exact_levels": True}
     whole = MBSCC(**params).partial_fit(X, pair_scores=cosines)
-    monkeypatch.setattr(_components, "SCORE_CHUNK", 7)
+    monkeypatch.setattr(_complete, "SCORE_CHUNK", 7)
     chunked = MBSCC(**params).partial_fit(X, pair_scores=counted)
     assert max(sizes) <= 7 and sum(sizes) > 7
     assert _structure(chunked.hierarchy_) == _structure(whole.hierarchy_)

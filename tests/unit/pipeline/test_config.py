@@ -78,8 +78,9 @@ def test_a_bad_candidates_choice_is_one_clear_line(given: dict, says: str) -> No
 def test_a_free_text_collection_gets_average_linkage_its_neighbours_and_cut() -> None:
     """Free text alone (er.match._views): average linkage over FREE_TEXT_K neighbours
     and every pair of a floor component up to FREE_TEXT_COMPLETE mentions, each level
-    HAC's clusters at its threshold, cut DEFAULT_FREE_TEXT_CUT; a firm's name beside
-    it keeps the pair defaults."""
+    HAC's clusters at its threshold, cut DEFAULT_FREE_TEXT_CUT, a larger component
+    completed around the clusters at the collection's cut; a firm's name beside it
+    keeps the pair defaults."""
     from er.pipeline.config import (
         DEFAULT_FREE_TEXT_CUT,
         DEFAULT_PAIR_CUT,
@@ -96,13 +97,14 @@ def test_a_free_text_collection_gets_average_linkage_its_neighbours_and_cut() ->
         "marking": "components",
         "k": FREE_TEXT_K,
         "complete_max": FREE_TEXT_COMPLETE,
+        "complete_at": DEFAULT_FREE_TEXT_CUT,
         "exact_levels": True,
     }
     assert config["cut_threshold"] == DEFAULT_FREE_TEXT_CUT
     given = new_collection_config(
         text, id_field="rec_id", gold_field=None, given={"cut_threshold": 0.25}
     )
-    assert given["cut_threshold"] == 0.25
+    assert given["cut_threshold"] == 0.25 and given["params"]["complete_at"] == 0.25
     firms = new_collection_config(RECORDS, id_field="rec_id", gold_field=None)
     assert firms["params"]["linkage"] == "mean" and firms["cut_threshold"] == DEFAULT_PAIR_CUT
     assert "complete_max" not in firms["params"]

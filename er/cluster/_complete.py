@@ -1,0 +1,421 @@
+"""The scored pairs a floor component is linked over (MBSCC ``complete_max``).
+
+Average linkage over the k-NN lists counts a pair missing from them as a similarity of
+0, so an entity of more points than the lists hold never links high. With a pair
+scorer at hand (the pipeline's pair model), a floor component is linked over more of
+its pairs (:func:`complete_components`): every pair of a small one; in a large one its
+lists' pairs and those two steps apart, within a budget. An entity larger still than
+what that budget reaches is split all the same, and :class:`Completion` then completes
+the pairs around the clusters at one threshold, the entity cut (:meth:`Completion.refine`).
+Merges stay inside floor components, so what is scored is a function of the
+component's own graph and points (er.cluster._components).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import sparse
+
+from er.cluster._hierarchy import Hierarchy
+
+# A pair scored under this is left out of a completed component's graph: it moves any
+# mean linkage by less than this, and most pairs of a large component are far below
+# it (of Leipzig's 2.55 million affiliation pairs, 3.4% have a match probability
+# above 1e-6), so the rounds run on the pairs that can matter.
+COMPLETE_MIN = 1e-3
+
+
+# the similarity of any two points by global index: (left (p,), right (p,)) -> (p,)
+PairScores = Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]]
+
+# A component past the budget scores the pairs of points that both link at this or
+# more to a third (or to each other) in the lists: a match probability of 0.5, more
+# likely a match than not. See complete_components.
+COMPLETE_THROUGH = 0.5
+SCORE_CHUNK = 1_000_000  # pairs per call of the pair scorer (_scored)
+
+
+def complete_components(
+    G: sparse.csr_array,
+    points: NDArray[np.int64],
+    label: NDArray[np.int64],
+    pair_scores: PairScores,
+    max_points: int,
+    ask: Callable[[int, NDArray[np.int64], NDArray[np.int64]], tuple[Any, Any]] | None = None,
+) -> sparse.csr_array:
+    """G with every pair inside each floor component of at most ``max_points`` points
+    scored, not only the pairs of the k-NN lists; in a larger component, the pairs of
+    its lists and the pairs two steps apart in them (:func:`_pairs_through`).
+
+    Average linkage over the lists counts a pair missing from them as a similarity of
+    0, so an entity of more points than the lists hold can never reach a high
+    linkage, and the cut that suits it splits small entities poorly (PATSTAT's firms
+    against FEBRL's people, ``er.pipeline.config.FREE_TEXT_K``). With every pair of
+    a component scored, the linkage between two clusters is their mean pair score,
+    whatever their size: average-linkage HAC's own definition (the linkage SCC's
+    rounds use, dissertation ch. 4). Merges stay inside floor components (pairs
+    across two are left as the lists give them, below the floor), so the components'
+    stepping (:func:`step`) still holds: what is scored is a function of the
+    component's own graph.
+
+    Free text chains into one component as it grows (9,860 of 10,000 organisations'
+    strings), whose every pair would cost the square of its size per batch. Yet few of
+    those pairs matter: of the 50 million pairs of 10,000 organisations' strings in
+    977 organisations (bench/orgs.py, 120 cities), 2.1 million score 1e-3 or more, and
+    the pairs of an entity are reached in two steps through its members' lists. So a
+    larger component scores its lists' pairs and every pair of points that both link
+    at COMPLETE_THROUGH or more to a third; where those exceed the budget, each point
+    stands between only its ``m`` strongest such links, ``m`` the most the budget
+    allows. On those 10,000 strings, pairwise F1 at cut 0.4: 0.869 with 2.9 million
+    pairs scored; 0.870 with every pair of the component; 0.646 scoring only inside
+    the clusters that mean-linkage rounds over the lists formed (er before;
+    bench/HISTORY.md). A pair scored under COMPLETE_MIN is no edge, as a pair missing
+    from the lists. An entity larger than those pairs reach is completed after the
+    rounds (:meth:`Completion.refine`).
+
+    Parameters
+    ----------
+    G : csr_array, shape (s, s)
+        The lists' graph among ``points``.
+    points : ndarray of int64, shape (s,)
+        Global point index of each row of G.
+    label : ndarray of int64, shape (s,)
+        Floor component of each row (:func:`floor_components` of G).
+    pair_scores : callable (left (p,), right (p,)) -> (p,) scores
+        The similarity of any two points, by global index.
+    max_points : int
+        The pairs of a component of this many points are what one may cost.
+    ask : callable (s, left, right) -> (left, right), optional
+        Told the pairs to score, gives those it lets through (:meth:`Completion._ask`).
+
+    Returns
+    -------
+    csr_array, shape (s, s)
+    """
+    left, right = _pairs_to_score(G, label, max_points * (max_points - 1) // 2)
+    if ask is not None:
+        left, right = ask(G.shape[0], left, right)
+    if left.size == 0:
+        return G
+    coo = G.tocoo()
+    keep = label[coo.row] != label[coo.col]  # every edge inside a component is scored
+    left, right, score = _scored(pair_scores, points, left, right, G.dtype)
+    out = sparse.csr_array(
+        (
+            np.r_[coo.data[keep], score, score],
+            (np.r_[coo.row[keep], left, right], np.r_[coo.col[keep], right, left]),
+        ),
+        shape=G.shape,
+    )
+    out.sort_indices()
+    return out
+
+
+def _scored(
+    pair_scores: PairScores,
+    points: NDArray[np.int64],
+    left: NDArray[np.int64],
+    right: NDArray[np.int64],
+    dtype: Any,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[Any]]:
+    """The pairs (rows ``left``, ``right``, shape (p,)) that score COMPLETE_MIN or
+    more, and their scores, asked SCORE_CHUNK pairs at a time: a pair model's
+    comparison of free text holds each pair's grams in memory, and 32 million pairs
+    at once took 24 GiB (bench/HISTORY.md). A pair's score does not depend on the
+    others in its call, so the chunks give the scores one call would."""
+    keep: list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[Any]]] = []
+    for at in range(0, left.size, SCORE_CHUNK):
+        a, b = left[at : at + SCORE_CHUNK], right[at : at + SCORE_CHUNK]
+        score = np.asarray(pair_scores(points[a], points[b]), np.float64)
+        some = score >= COMPLETE_MIN
+        keep.append((a[some], b[some], score[some].astype(dtype)))
+    return (
+        np.concatenate([k[0] for k in keep]),
+        np.concatenate([k[1] for k in keep]),
+        np.concatenate([k[2] for k in keep]),
+    )
+
+
+def _pairs_to_score(
+    G: sparse.csr_array, label: NDArray[np.int64], budget: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(left, right) rows of G, left < right, shape (p,): every pair of each floor
+    component (``label``, shape (s,)) of at most ``budget`` pairs, and in a larger one
+    :func:`_pairs_through`'s."""
+    sizes = np.bincount(label)
+    order = np.argsort(label, kind="stable")
+    starts = np.r_[0, np.cumsum(sizes)]
+    lefts, rights = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for c in np.flatnonzero(sizes >= 2):
+        members = order[starts[c] : starts[c + 1]]
+        if members.size * (members.size - 1) // 2 <= budget:
+            i, j = np.triu_indices(members.size, 1)
+        else:
+            i, j = _pairs_through(G[members][:, members], COMPLETE_THROUGH, budget)
+        lefts.append(members[i])
+        rights.append(members[j])
+    return np.concatenate(lefts), np.concatenate(rights)
+
+
+def _pairs_through(
+    H: sparse.csr_array, through: float, budget: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(left, right), left < right, shape (p,): the pairs of H's edges and every pair
+    of points that both have an edge ``>= through`` to one point; each point stands
+    between its ``m`` strongest such edges (ties to the lower column), ``m`` the most
+    for which the pairs number at most ``budget`` (no limit when they do anyway;
+    with m = 0, H's edges alone, whatever their number).
+
+    The pairs grow with m (a point's m strongest edges are among its m + 1
+    strongest), so m is found by bisection; a count that ignores the pairs two points
+    share (H's edges plus each point's ``min(m, degree) + 1`` choose 2) is an upper
+    bound, which settles the lower end without a product.
+
+    Parameters
+    ----------
+    H : csr_array, shape (s, s)
+        A floor component's lists' graph (symmetric; an edge stored at similarity 0
+        is an edge too: its pair is scored like any other).
+    """
+    s = H.shape[0]
+    row = np.repeat(np.arange(s), np.diff(H.indptr))
+    edges = sparse.csr_array((np.ones(H.nnz), (row, H.indices)), shape=(s, s))
+    listed = sparse.triu(edges, 1).tocoo()
+    strong = H.data >= through
+    r, c, v = row[strong], H.indices[strong].astype(np.int64), H.data[strong]
+    order = np.lexsort((c, -v, r))  # each row's edges, strongest first
+    r, c = r[order], c[order]
+    rank = np.arange(r.size) - np.searchsorted(r, r)
+    degree = np.bincount(r, minlength=s)
+
+    def pairs(m: int) -> sparse.coo_array:
+        if m == 0:
+            return listed
+        kept = rank < m
+        hub, member = np.r_[r[kept], np.arange(s)], np.r_[c[kept], np.arange(s)]
+        B = sparse.csr_array((np.ones(hub.size), (hub, member)), shape=(s, s))
+        return sparse.triu(B.T @ B + edges, 1).tocoo()
+
+    def at_most(m: int) -> int:
+        d = np.minimum(degree, m)
+        return int(listed.nnz) + int((d * (d + 1) // 2).sum())
+
+    lo, hi = 0, int(degree.max(initial=0))
+    if listed.nnz > budget:
+        hi = 0
+    while lo < hi and at_most(lo + 1) <= budget:  # within the budget for certain
+        lo += 1
+    Q = pairs(hi)  # every link: one product when they fit (10,000 organisations' strings)
+    if Q.nnz > budget:
+        fitting = None  # the pairs at lo, once a product has given them
+        hi -= 1
+        while lo < hi:  # the largest m whose pairs number at most the budget
+            mid = (lo + hi + 1) // 2
+            at_mid = pairs(mid)
+            if at_mid.nnz <= budget:
+                lo, fitting = mid, at_mid
+            else:
+                hi = mid - 1
+        Q = pairs(lo) if fitting is None else fitting
+    return Q.row.astype(np.int64), Q.col.astype(np.int64)
+
+
+# -- completing the pairs around the cut's clusters ----------------------------------------
+# An entity larger than a component's budget reaches (one organisation's 1,710 of
+# 20,000 strings, bench/HISTORY.md) keeps many of its pairs unscored; average linkage
+# counts them as 0 and splits it (its four largest parts linked at 0.597 over all their
+# pairs, under 0.45 over the scored ones). Two clusters whose scored pairs average the
+# cut or more are looked at closer: PROBE_PAIRS of their pairs drawn at random estimate
+# their average linkage over all pairs without bias, and within PROBE_MARGIN of the cut
+# all their pairs are scored. Drawn with a fixed seed: a replayed batch completes the
+# same pairs.
+PROBE_PAIRS = 32
+PROBE_MARGIN = 0.1
+PROBE_SEED = 0
+# Rounds of (complete around the cut's clusters, agglomerate again) per batch: on the
+# 20,000 strings a second pass added 10% more pairs and a third 2%, and two gave the
+# same F1 as four (0.8976 / 0.8974) in two thirds of the time.
+REFINE_PASSES = 2
+
+
+def clusters_at(h: Hierarchy, at: float) -> NDArray[np.int64]:
+    """(h.n_points,) dense label of each point's largest ancestor formed at a score
+    ``>= at``; a point under none is a cluster of its own."""
+    n = h.n_points
+    parent = h.parents()
+    high = h.score >= at
+    high[:n] = False
+    parent_high = np.where(parent >= 0, high[np.maximum(parent, 0)], False)
+    tops = np.flatnonzero(high & ~parent_high)
+    M = h.leaf_membership()[tops]
+    label = np.arange(n, dtype=np.int64)
+    rows = np.repeat(n + tops, np.diff(M.indptr))
+    label[M.indices] = rows
+    return np.unique(label, return_inverse=True)[1].astype(np.int64)
+
+
+def _group_links(
+    G: sparse.csr_array, group: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    """For every two groups with an edge of G between them (a < b): the sum and the
+    number of those edges, shape (q,) each."""
+    s, g = group.size, int(group.max(initial=-1)) + 1
+    A = sparse.csr_array((np.ones(s), (np.arange(s), group)), shape=(s, g))
+    total = sparse.triu(A.T @ G @ A, 1).tocoo()
+    pattern = G.copy()
+    pattern.data = np.ones_like(pattern.data)
+    count = (A.T @ pattern @ A).tocsr()
+    a, b = total.row.astype(np.int64), total.col.astype(np.int64)
+    return a, b, total.data, np.asarray(count[a, b]).ravel()
+
+
+def _members(group: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Rows ordered by group and each group's start in them (indptr, shape (g + 1,))."""
+    order = np.argsort(group, kind="stable")
+    return order, np.r_[0, np.cumsum(np.bincount(group))]
+
+
+def _cross(
+    order: NDArray[np.int64], starts: NDArray[np.int64], a: int, b: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Every pair of a row of group ``a`` and a row of group ``b``."""
+    A, B = order[starts[a] : starts[a + 1]], order[starts[b] : starts[b + 1]]
+    return np.repeat(A, B.size), np.tile(B, A.size)
+
+
+def pairs_around(
+    G: sparse.csr_array,
+    group: NDArray[np.int64],
+    at: float,
+    probe: Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]],
+    skip: NDArray[np.bool_] | None = None,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(left, right) rows, left < right, distinct: every pair inside a group, and every pair of
+    two groups whose scored pairs (G's edges) average ``at`` or more where all their
+    pairs, the unscored at 0, do not, and whose probe (PROBE_PAIRS of their pairs at
+    random, scored by ``probe``) averages ``at - PROBE_MARGIN`` or more.
+
+    Parameters
+    ----------
+    G : csr_array, shape (s, s)
+        The scored pairs (symmetric).
+    group : ndarray of int64, shape (s,)
+        Dense label of each row (:func:`clusters_at`).
+    skip : ndarray of bool, shape (g,), optional
+        Groups left as they are (those of components scored whole).
+    """
+    order, starts = _members(group)
+    size = np.diff(starts)
+    skip = np.zeros(size.size, bool) if skip is None else skip
+    lefts, rights = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for c in np.flatnonzero((size >= 2) & ~skip):  # inside
+        m = order[starts[c] : starts[c + 1]]
+        i, j = np.triu_indices(m.size, 1)
+        lefts.append(m[i])
+        rights.append(m[j])
+    a, b, total, count = _group_links(G, group)
+    pairs = size[a] * size[b]
+    close = (total >= at * count) & (total < at * pairs) & ~skip[a]
+    a, b, pairs = a[close], b[close], pairs[close]
+    small = pairs <= 2 * PROBE_PAIRS  # cheaper scored whole than probed
+    rng = np.random.default_rng(PROBE_SEED)
+    la, lb = a[~small], b[~small]
+    pick_a = starts[la][:, None] + rng.integers(size[la][:, None], size=(la.size, PROBE_PAIRS))
+    pick_b = starts[lb][:, None] + rng.integers(size[lb][:, None], size=(lb.size, PROBE_PAIRS))
+    estimate = np.asarray(probe(order[pick_a].ravel(), order[pick_b].ravel()), np.float64)
+    likely = estimate.reshape(la.size, PROBE_PAIRS).mean(axis=1) >= at - PROBE_MARGIN
+    for x, y in zip(np.r_[a[small], la[likely]], np.r_[b[small], lb[likely]], strict=True):
+        left, right = _cross(order, starts, int(x), int(y))
+        lefts.append(left)
+        rights.append(right)
+    left, right = np.concatenate(lefts), np.concatenate(rights)
+    return np.minimum(left, right), np.maximum(left, right)
+
+
+class Completion:
+    """The scored graph of one batch's touched points: :meth:`graph` before the first
+    agglomeration, :meth:`refine` after each (MBSCC ``complete_max``, ``complete_at``).
+
+    Parameters
+    ----------
+    pair_scores : callable (left (p,), right (p,)) -> (p,) scores
+        The similarity of any two points, by global index.
+    max_points : int
+        The pairs of a component of this many points are what one may cost.
+    at : float
+        The threshold whose clusters :meth:`refine` completes around; 0: never.
+    """
+
+    def __init__(self, pair_scores: PairScores, max_points: int, at: float = 0.0) -> None:
+        self.pair_scores = pair_scores
+        self.max_points = max_points
+        self.budget = max_points * (max_points - 1) // 2
+        self.at = at
+        self._asked: list[NDArray[np.int64]] = []  # sorted keys (left * s + right) of asked pairs
+
+    def graph(
+        self, points: NDArray[np.int64], G: sparse.csr_array, label: NDArray[np.int64]
+    ) -> sparse.csr_array:
+        """:func:`complete_components` of the lists' graph G (s, s) among ``points``."""
+        return complete_components(G, points, label, self.pair_scores, self.max_points, self._ask)
+
+    def refine(
+        self,
+        points: NDArray[np.int64],
+        G: sparse.csr_array,
+        label: NDArray[np.int64],
+        h: Hierarchy,
+    ) -> sparse.csr_array | None:
+        """G with :func:`pairs_around` the clusters of ``h`` at ``at`` scored, inside the
+        components past the budget (a smaller one has every pair scored); None when no
+        pair is left to score."""
+        sizes = np.bincount(label)
+        large = sizes * (sizes - 1) // 2 > self.budget
+        if not self.at or not large.any():
+            return None
+        group = clusters_at(h, self.at)
+        # a cluster lies inside one floor component: merges never cross them
+        outside = np.ones(int(group.max()) + 1, bool)
+        outside[group[large[label]]] = False
+
+        def probe(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.floating]:
+            return self.pair_scores(points[left], points[right])
+
+        left, right = pairs_around(G, group, self.at, probe, outside)
+        left, right = self._ask(G.shape[0], left, right)
+        if left.size == 0:
+            return None
+        left, right, score = _scored(self.pair_scores, points, left, right, G.dtype)
+        return _with_pairs(G, left, right, score)
+
+    def _ask(
+        self, s: int, left: NDArray[np.int64], right: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Of distinct pairs (left < right, shape (p,)), those not asked before, now
+        asked."""
+        key = left * s + right
+        for asked in self._asked:
+            at = np.searchsorted(asked, key).clip(max=max(asked.size - 1, 0))
+            key = key[asked[at] != key] if asked.size else key
+        self._asked.append(np.sort(key))
+        return key // s, key % s
+
+
+def _with_pairs(
+    G: sparse.csr_array, left: NDArray[np.int64], right: NDArray[np.int64], score: NDArray[Any]
+) -> sparse.csr_array:
+    """G (s, s) with the pairs (left, right), absent from it, at ``score`` both ways."""
+    coo = G.tocoo()
+    out = sparse.csr_array(
+        (
+            np.r_[coo.data, score, score],
+            (np.r_[coo.row, left, right], np.r_[coo.col, right, left]),
+        ),
+        shape=G.shape,
+    )
+    out.sort_indices()
+    return out

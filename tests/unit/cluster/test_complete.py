@@ -1,0 +1,140 @@
+"""Completing the pairs around the cut's clusters (MBSCC ``complete_at``;
+er.cluster._complete.Completion.refine).
+
+Oracles: scipy's average-linkage HAC over every pair (``linkage`` + ``fcluster``),
+which never sees er's lists, budget or probes; and a brute-force reading of which pairs
+the rule must add.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import sparse
+
+from er.cluster import MBSCC
+from er.cluster._complete import PROBE_MARGIN, pairs_around
+from er.cluster._scc import thresholds
+from tests.unit.cluster.test_exact_levels import _partition, _scipy_cut
+from tests.unit.cluster.test_mbscc_components import _cosines, _structure
+
+# linear levels 1.0, 0.95, ..., 0.05: the cut 0.5 is the 11th
+LEVELS: dict[str, Any] = {"n_levels": 20, "schedule": "linear", "tau_min": 0.05}
+CUT, CUT_LEVEL = 0.5, 11
+
+
+def _entity_and_neighbours(seed: int) -> np.ndarray:
+    """120 strings of one entity (cosine 0.75 on average among them) and six
+    entities of 5 to 12 near it (about 0.3 to it), in an order drawn at random;
+    shape (n, 8), every coordinate >= 0."""
+    rng = np.random.default_rng(seed)
+    base = np.zeros(8)
+    base[0] = 1.0
+    big = [base + 0.6 * rng.random(8) for _ in range(120)]
+    small = []
+    for j in range(6):
+        centre = 0.3 * base + np.eye(8)[1 + j]
+        small += [centre + 0.08 * rng.random(8) for _ in range(int(rng.integers(5, 13)))]
+    X = np.array(big + small)
+    return X[rng.permutation(X.shape[0])].astype(np.float32)
+
+
+def _fed(X: np.ndarray, **params: Any) -> MBSCC:
+    m = MBSCC(**LEVELS, linkage="average", k=4, marking="components", exact_levels=True, **params)
+    scores = _cosines(X)
+    for at in range(0, X.shape[0], 25):
+        m.partial_fit(X[at : at + 25], pair_scores=scores)
+    return m
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_an_entity_past_the_budget_is_hacs_cluster_at_the_cut(seed: int, monkeypatch: Any) -> None:
+    """A budget of 15 points' pairs (105): two steps through 4-neighbour lists cannot
+    score the 7,140 pairs of a 120-point entity, and average linkage (unscored pairs at
+    0) splits it; completed around the cut until nothing is added, the clusters at the
+    cut are scipy's HAC over every pair. (From parts this small the default two passes
+    stop short: 116 + 4, 97 + 23; on 20,000 strings, two passes and eight gave one F1.)"""
+    from er.cluster import _components
+
+    monkeypatch.setattr(_components, "REFINE_PASSES", 10)
+    X = _entity_and_neighbours(seed)
+    V = X / np.linalg.norm(X, axis=1, keepdims=True)
+    every_pair = np.clip(V @ V.T, 0.0, 1.0)
+    np.fill_diagonal(every_pair, 0.0)
+    assert thresholds(1.0, 0.05, 20, "linear")[CUT_LEVEL - 1] == pytest.approx(CUT)
+    hac = _scipy_cut(every_pair, "average", CUT)
+    assert max(len(c) for c in hac) == 120  # the oracle keeps the entity whole
+    completed = _fed(X, complete_max=15, complete_at=CUT).hierarchy_
+    assert _partition(completed.cut(CUT_LEVEL)) == hac
+    budget_only = _fed(X, complete_max=15).hierarchy_
+    assert max(len(c) for c in _partition(budget_only.cut(CUT_LEVEL))) < 120
+
+
+def test_a_replay_completes_the_same_pairs() -> None:
+    """The probes are drawn with a fixed seed: the same batches give the same
+    hierarchy, node for node."""
+    X = _entity_and_neighbours(5)
+    one, two = (_fed(X, complete_max=15, complete_at=CUT) for _ in range(2))
+    assert _structure(one.hierarchy_) == _structure(two.hierarchy_)
+
+
+@st.composite
+def grouped_graphs(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A dense similarity matrix (every pair's score), a graph keeping some of its
+    pairs, and a grouping of the rows."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n = draw(st.integers(2, 40))
+    S = rng.random((n, n)) ** draw(st.sampled_from([0.5, 1.0, 3.0]))
+    S = np.triu(S, 1) + np.triu(S, 1).T
+    kept = rng.random((n, n)) < draw(st.sampled_from([0.1, 0.4, 0.9]))
+    W = np.where(np.triu(kept, 1) | np.triu(kept, 1).T, S, 0.0)
+    group = rng.integers(0, draw(st.integers(1, n)), n)
+    return S, W, np.unique(group, return_inverse=True)[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=grouped_graphs(), at=st.sampled_from([0.2, 0.5, 0.8]))
+def test_pairs_around_are_the_rules_pairs(
+    data: tuple[np.ndarray, np.ndarray, np.ndarray], at: float
+) -> None:
+    """Brute force over every two groups: the pairs inside a group, and those of two
+    groups whose graph edges average ``at`` or more, whose every pair (unscored at 0)
+    does not, and whose probe, here exact (every probe draw scored by the dense
+    matrix and the probe's mean compared), reaches ``at - PROBE_MARGIN``."""
+    S, W, group = data
+    drawn: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def probe(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        drawn.append((left, right))
+        return S[left, right]
+
+    left, right = pairs_around(sparse.csr_array(W), group, at, probe)
+    got = set(zip(left.tolist(), right.tolist(), strict=True))
+    assert len(got) == left.size and all(a < b for a, b in got)
+    probed = {}
+    for pl, pr in drawn:  # each probed group pair's draws, in order
+        for k in range(0, pl.size, 32):
+            key = (int(group[pl[k]]), int(group[pr[k]]))
+            probed[key] = float(S[pl[k : k + 32], pr[k : k + 32]].mean())
+    want = set()
+    n, g = group.size, group.max() + 1
+    for a in range(g):
+        A = np.flatnonzero(group == a)
+        want |= {(int(x), int(y)) for i, x in enumerate(A) for y in A[i + 1 :]}
+        for b in range(a + 1, g):
+            B = np.flatnonzero(group == b)
+            block = W[np.ix_(A, B)]
+            if not block.any():
+                continue
+            mean_scored = block.sum() / np.count_nonzero(block)
+            if mean_scored < at or block.sum() >= at * A.size * B.size:
+                continue
+            if A.size * B.size > 64 and probed[(a, b)] < at - PROBE_MARGIN:
+                continue
+            want |= {(int(min(x, y)), int(max(x, y))) for x in A for y in B}
+    assert got == want
+    assert n >= 2
