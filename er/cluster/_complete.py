@@ -293,11 +293,12 @@ def pairs_around(
     at: float,
     probe: Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]],
     skip: NDArray[np.bool_] | None = None,
+    budget: int | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(left, right) rows, left < right, distinct: every pair inside a group, and every pair of
-    two groups whose scored pairs (G's edges) average ``at`` or more where all their
-    pairs, the unscored at 0, do not, and whose probe (PROBE_PAIRS of their pairs at
-    random, scored by ``probe``) averages ``at - PROBE_MARGIN`` or more.
+    """(left, right) rows, left < right, distinct: every pair inside a group, and every
+    pair of two groups whose scored pairs (G's edges) average ``at`` or more where all
+    their pairs, the unscored at 0, do not, and whose probe (PROBE_PAIRS of their pairs
+    at random, scored by ``probe``) averages ``at - PROBE_MARGIN`` or more.
 
     Parameters
     ----------
@@ -307,16 +308,15 @@ def pairs_around(
         Dense label of each row (:func:`clusters_at`).
     skip : ndarray of bool, shape (g,), optional
         Groups left as they are (those of components scored whole).
+    budget : int, optional
+        At most this many pairs: the blocks (a group's inside, two groups' cross)
+        smallest first, as many as fit; a block larger than the rest of the budget is
+        left out whole (a group of 50,000 would be 1.25 billion pairs).
     """
     order, starts = _members(group)
     size = np.diff(starts)
     skip = np.zeros(size.size, bool) if skip is None else skip
-    lefts, rights = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for c in np.flatnonzero((size >= 2) & ~skip):  # inside
-        m = order[starts[c] : starts[c + 1]]
-        i, j = np.triu_indices(m.size, 1)
-        lefts.append(m[i])
-        rights.append(m[j])
+    inside = np.flatnonzero((size >= 2) & ~skip)
     a, b, total, count = _group_links(G, group)
     pairs = size[a] * size[b]
     close = (total >= at * count) & (total < at * pairs) & ~skip[a]
@@ -328,8 +328,20 @@ def pairs_around(
     pick_b = starts[lb][:, None] + rng.integers(size[lb][:, None], size=(lb.size, PROBE_PAIRS))
     estimate = np.asarray(probe(order[pick_a].ravel(), order[pick_b].ravel()), np.float64)
     likely = estimate.reshape(la.size, PROBE_PAIRS).mean(axis=1) >= at - PROBE_MARGIN
-    for x, y in zip(np.r_[a[small], la[likely]], np.r_[b[small], lb[likely]], strict=True):
-        left, right = _cross(order, starts, int(x), int(y))
+    x = np.r_[inside, a[small], la[likely]]
+    y = np.r_[inside, b[small], lb[likely]]
+    cost = np.where(x == y, size[x] * (size[x] - 1) // 2, size[x] * size[y])
+    chosen = np.argsort(cost, kind="stable")
+    if budget is not None:
+        chosen = chosen[np.cumsum(cost[chosen]) <= budget]
+    lefts, rights = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for u, v in zip(x[chosen].tolist(), y[chosen].tolist(), strict=True):
+        if u == v:
+            m = order[starts[u] : starts[u + 1]]
+            i, j = np.triu_indices(m.size, 1)
+            left, right = m[i], m[j]
+        else:
+            left, right = _cross(order, starts, u, v)
         lefts.append(left)
         rights.append(right)
     left, right = np.concatenate(lefts), np.concatenate(rights)
@@ -385,7 +397,7 @@ class Completion:
         def probe(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.floating]:
             return self.pair_scores(points[left], points[right])
 
-        left, right = pairs_around(G, group, self.at, probe, outside)
+        left, right = pairs_around(G, group, self.at, probe, outside, self.budget)
         left, right = self._ask(G.shape[0], left, right)
         if left.size == 0:
             return None
