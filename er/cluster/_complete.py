@@ -244,18 +244,21 @@ REFINE_PASSES = 2
 
 def clusters_at(h: Hierarchy, at: float) -> NDArray[np.int64]:
     """(h.n_points,) dense label of each point's largest ancestor formed at a score
-    ``>= at``; a point under none is a cluster of its own."""
+    ``>= at``; a point under none is a cluster of its own. Pointer jumping over the
+    parent links: O(n_nodes log depth)."""
     n = h.n_points
     parent = h.parents()
     high = h.score >= at
     high[:n] = False
-    parent_high = np.where(parent >= 0, high[np.maximum(parent, 0)], False)
-    tops = np.flatnonzero(high & ~parent_high)
-    M = h.leaf_membership()[tops]
-    label = np.arange(n, dtype=np.int64)
-    rows = np.repeat(n + tops, np.diff(M.indptr))
-    label[M.indices] = rows
-    return np.unique(label, return_inverse=True)[1].astype(np.int64)
+    node = np.arange(h.n_nodes, dtype=np.int64)
+    # each node steps to its parent while that parent formed at `at` or more
+    up = np.where((parent >= 0) & high[np.maximum(parent, 0)], parent, node)
+    while True:
+        nxt = up[up]
+        if np.array_equal(nxt, up):
+            break
+        up = nxt
+    return np.unique(up[:n], return_inverse=True)[1].astype(np.int64)
 
 
 def _group_links(
@@ -279,26 +282,28 @@ def _members(group: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.in
     return order, np.r_[0, np.cumsum(np.bincount(group))]
 
 
-def _cross(
-    order: NDArray[np.int64], starts: NDArray[np.int64], a: int, b: int
+def _block_pairs(
+    order: NDArray[np.int64], starts: NDArray[np.int64], u: int, v: int
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Every pair of a row of group ``a`` and a row of group ``b``."""
-    A, B = order[starts[a] : starts[a + 1]], order[starts[b] : starts[b + 1]]
+    """Every pair inside group ``u`` (u == v), or of a row of ``u`` and one of ``v``."""
+    A = order[starts[u] : starts[u + 1]]
+    if u == v:
+        i, j = np.triu_indices(A.size, 1)
+        return A[i], A[j]
+    B = order[starts[v] : starts[v + 1]]
     return np.repeat(A, B.size), np.tile(B, A.size)
 
 
-def pairs_around(
+def candidate_blocks(
     G: sparse.csr_array,
     group: NDArray[np.int64],
     at: float,
-    probe: Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]],
-    skip: NDArray[np.bool_] | None = None,
-    budget: int | None = None,
+    part: NDArray[np.int64],
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(left, right) rows, left < right, distinct: every pair inside a group, and every
-    pair of two groups whose scored pairs (G's edges) average ``at`` or more where all
-    their pairs, the unscored at 0, do not, and whose probe (PROBE_PAIRS of their pairs
-    at random, scored by ``probe``) averages ``at - PROBE_MARGIN`` or more.
+    """The blocks worth completing, as group pairs (x, y), shape (q,): each group of two
+    or more (x == y), and two groups of one part whose scored pairs (G's edges, those
+    kept at COMPLETE_MIN or more) average ``at`` or more where all their pairs, the
+    unscored at 0, do not.
 
     Parameters
     ----------
@@ -306,42 +311,123 @@ def pairs_around(
         The scored pairs (symmetric).
     group : ndarray of int64, shape (s,)
         Dense label of each row (:func:`clusters_at`).
-    skip : ndarray of bool, shape (g,), optional
-        Groups left as they are (those of components scored whole).
-    budget : int, optional
-        At most this many pairs: the blocks (a group's inside, two groups' cross)
-        smallest first, as many as fit; a block larger than the rest of the budget is
-        left out whole (a group of 50,000 would be 1.25 billion pairs).
+    part : ndarray of int64, shape (g,)
+        The floor component of each group, -1 for one left as it is (scored whole).
     """
-    order, starts = _members(group)
-    size = np.diff(starts)
-    skip = np.zeros(size.size, bool) if skip is None else skip
-    inside = np.flatnonzero((size >= 2) & ~skip)
+    size = np.bincount(group)
+    inside = np.flatnonzero((size >= 2) & (part >= 0))
     a, b, total, count = _group_links(G, group)
     pairs = size[a] * size[b]
-    close = (total >= at * count) & (total < at * pairs) & ~skip[a]
-    a, b, pairs = a[close], b[close], pairs[close]
-    small = pairs <= 2 * PROBE_PAIRS  # cheaper scored whole than probed
-    rng = np.random.default_rng(PROBE_SEED)
-    la, lb = a[~small], b[~small]
-    pick_a = starts[la][:, None] + rng.integers(size[la][:, None], size=(la.size, PROBE_PAIRS))
-    pick_b = starts[lb][:, None] + rng.integers(size[lb][:, None], size=(lb.size, PROBE_PAIRS))
-    estimate = np.asarray(probe(order[pick_a].ravel(), order[pick_b].ravel()), np.float64)
-    likely = estimate.reshape(la.size, PROBE_PAIRS).mean(axis=1) >= at - PROBE_MARGIN
-    x = np.r_[inside, a[small], la[likely]]
-    y = np.r_[inside, b[small], lb[likely]]
-    cost = np.where(x == y, size[x] * (size[x] - 1) // 2, size[x] * size[y])
-    chosen = np.argsort(cost, kind="stable")
-    if budget is not None:
-        chosen = chosen[np.cumsum(cost[chosen]) <= budget]
+    close = (total >= at * count) & (total < at * pairs) & (part[a] >= 0) & (part[a] == part[b])
+    return np.r_[inside, a[close]], np.r_[inside, b[close]]
+
+
+def probed(
+    x: NDArray[np.int64],
+    y: NDArray[np.int64],
+    group: NDArray[np.int64],
+    part: NDArray[np.int64],
+    at: float,
+    probe: Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]],
+) -> NDArray[np.bool_]:
+    """(q,) whether each block stays: an inside block, a cross block of at most
+    2 * PROBE_PAIRS pairs (cheaper scored whole), or one whose probe, PROBE_PAIRS of
+    its pairs drawn at random, scored by ``probe`` and averaged, is ``at -
+    PROBE_MARGIN`` or more. Each floor component draws from its own generator seeded
+    PROBE_SEED, in its blocks' order: what it draws depends on its own groups alone."""
+    order, starts = _members(group)
+    size = np.diff(starts)
+    keep: NDArray[np.bool_] = (x == y) | (size[x] * size[y] <= 2 * PROBE_PAIRS)
+    ask = np.flatnonzero(~keep)
+    picks_a, picks_b = [], []
+    for c in np.unique(part[x[ask]]):
+        rng = np.random.default_rng(PROBE_SEED)
+        mine = ask[part[x[ask]] == c]
+        u, v = x[mine], y[mine]
+        picks_a.append(_draw(rng, starts, size, u))
+        picks_b.append(_draw(rng, starts, size, v))
+    if not picks_a:
+        return keep
+    # components in ascending order above, ask's own order below: put them back
+    by_part = np.argsort(part[x[ask]], kind="stable")
+    left = order[np.concatenate(picks_a)].ravel()
+    right = order[np.concatenate(picks_b)].ravel()
+    scores = np.concatenate(
+        [
+            np.asarray(probe(left[at_ : at_ + SCORE_CHUNK], right[at_ : at_ + SCORE_CHUNK]))
+            for at_ in range(0, left.size, SCORE_CHUNK)
+        ]
+    )
+    estimate = np.empty(ask.size)
+    estimate[by_part] = scores.reshape(ask.size, PROBE_PAIRS).mean(axis=1)
+    keep[ask] = estimate >= at - PROBE_MARGIN
+    return keep
+
+
+def _draw(
+    rng: np.random.Generator,
+    starts: NDArray[np.int64],
+    size: NDArray[np.int64],
+    u: NDArray[np.int64],
+) -> NDArray[np.int64]:
+    """(len(u), PROBE_PAIRS) positions (in the group order) of rows drawn from each
+    group of ``u``, with replacement."""
+    return starts[u][:, None] + rng.integers(size[u][:, None], size=(u.size, PROBE_PAIRS))
+
+
+def chosen_blocks(
+    new: NDArray[np.int64], whole: NDArray[np.int64], part: NDArray[np.int64], budget: int | None
+) -> NDArray[np.int64]:
+    """Indices of the blocks to score: those with a pair not scored yet (``new``, shape
+    (q,)), and under a budget per floor component (``part`` of each block), smallest
+    first while their new pairs fit; a block of more pairs than the budget
+    (``whole``) is left as it is, as a component of more is (a group of 50,000 would
+    be 1.25 billion pairs)."""
+    idx = np.flatnonzero(new > 0)
+    if budget is None:
+        return idx
+    idx = idx[whole[idx] <= budget]
+    idx = idx[np.lexsort((new[idx], part[idx]))]  # by component, smallest first
+    p, cost = part[idx], new[idx]
+    spent = np.cumsum(cost)
+    first = np.r_[True, p[1:] != p[:-1]]
+    spent -= np.maximum.accumulate(np.where(first, spent - cost, 0))  # per component
+    return np.sort(idx[spent <= budget])
+
+
+def pairs_around(
+    G: sparse.csr_array,
+    group: NDArray[np.int64],
+    at: float,
+    probe: Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]],
+    part: NDArray[np.int64] | None = None,
+    budget: int | None = None,
+    asked: Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.int64]] | None = None,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(left, right) rows, left < right, distinct: the pairs of the blocks
+    :func:`candidate_blocks` names and :func:`probed` keeps, as :func:`chosen_blocks`
+    chooses them.
+
+    Parameters
+    ----------
+    part : ndarray of int64, shape (g,), optional
+        The floor component of each group, -1 for one left as it is; default: one.
+    budget : int, optional
+        New pairs per floor component at most.
+    asked : callable (x (q,), y (q,)) -> (q,), optional
+        How many pairs of each block are scored already; default: none.
+    """
+    part = np.zeros(int(group.max(initial=-1)) + 1, np.int64) if part is None else part
+    x, y = candidate_blocks(G, group, at, part)
+    keep = probed(x, y, group, part, at, probe)
+    x, y = x[keep], y[keep]
+    size = np.bincount(group)
+    whole = np.where(x == y, size[x] * (size[x] - 1) // 2, size[x] * size[y])
+    new = whole - (asked(x, y) if asked is not None else np.zeros(x.size, np.int64))
+    order, starts = _members(group)
     lefts, rights = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for u, v in zip(x[chosen].tolist(), y[chosen].tolist(), strict=True):
-        if u == v:
-            m = order[starts[u] : starts[u + 1]]
-            i, j = np.triu_indices(m.size, 1)
-            left, right = m[i], m[j]
-        else:
-            left, right = _cross(order, starts, u, v)
+    for i in chosen_blocks(new, whole, part[x], budget).tolist():
+        left, right = _block_pairs(order, starts, int(x[i]), int(y[i]))
         lefts.append(left)
         rights.append(right)
     left, right = np.concatenate(lefts), np.concatenate(rights)
@@ -357,7 +443,8 @@ class Completion:
     pair_scores : callable (left (p,), right (p,)) -> (p,) scores
         The similarity of any two points, by global index.
     max_points : int
-        The pairs of a component of this many points are what one may cost.
+        The pairs of a component of this many points are what one may cost; and what
+        a pass of :meth:`refine` may add to one.
     at : float
         The threshold whose clusters :meth:`refine` completes around; 0: never.
     """
@@ -367,13 +454,17 @@ class Completion:
         self.max_points = max_points
         self.budget = max_points * (max_points - 1) // 2
         self.at = at
-        self._asked: list[NDArray[np.int64]] = []  # sorted keys (left * s + right) of asked pairs
+        self._asked = np.zeros(0, np.int64)  # sorted keys (left * s + right), large parts
+        self._large = np.zeros(0, bool)  # per row: in a component past the budget
 
     def graph(
         self, points: NDArray[np.int64], G: sparse.csr_array, label: NDArray[np.int64]
     ) -> sparse.csr_array:
         """:func:`complete_components` of the lists' graph G (s, s) among ``points``."""
-        return complete_components(G, points, label, self.pair_scores, self.max_points, self._ask)
+        sizes = np.bincount(label)
+        self._large = (sizes * (sizes - 1) // 2 > self.budget)[label]
+        ask = self._ask if self.at and self._large.any() else None
+        return complete_components(G, points, label, self.pair_scores, self.max_points, ask)
 
     def refine(
         self,
@@ -383,37 +474,47 @@ class Completion:
         h: Hierarchy,
     ) -> sparse.csr_array | None:
         """G with :func:`pairs_around` the clusters of ``h`` at ``at`` scored, inside the
-        components past the budget (a smaller one has every pair scored); None when no
-        pair is left to score."""
-        sizes = np.bincount(label)
-        large = sizes * (sizes - 1) // 2 > self.budget
-        if not self.at or not large.any():
+        components past the budget (a smaller one has every pair scored), each within
+        the budget; None when no pair is added."""
+        if not self.at or not self._large.any():
             return None
         group = clusters_at(h, self.at)
         # a cluster lies inside one floor component: merges never cross them
-        outside = np.ones(int(group.max()) + 1, bool)
-        outside[group[large[label]]] = False
+        part = np.full(int(group.max()) + 1, -1, np.int64)
+        part[group[self._large]] = label[self._large]
+        s = G.shape[0]
 
         def probe(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.floating]:
             return self.pair_scores(points[left], points[right])
 
-        left, right = pairs_around(G, group, self.at, probe, outside, self.budget)
-        left, right = self._ask(G.shape[0], left, right)
+        def asked(x: NDArray[np.int64], y: NDArray[np.int64]) -> NDArray[np.int64]:
+            if not self._asked.size:
+                return np.zeros(x.size, np.int64)
+            ga, gb = group[self._asked // s], group[self._asked % s]
+            g = part.size
+            held, count = np.unique(np.minimum(ga, gb) * g + np.maximum(ga, gb), return_counts=True)
+            key = np.minimum(x, y) * g + np.maximum(x, y)
+            pos = np.searchsorted(held, key).clip(max=held.size - 1)
+            return np.where(held[pos] == key, count[pos], 0)
+
+        left, right = pairs_around(G, group, self.at, probe, part, self.budget, asked)
+        left, right = self._ask(s, left, right)
         if left.size == 0:
             return None
         left, right, score = _scored(self.pair_scores, points, left, right, G.dtype)
-        return _with_pairs(G, left, right, score)
+        return _with_pairs(G, left, right, score) if left.size else None
 
     def _ask(
         self, s: int, left: NDArray[np.int64], right: NDArray[np.int64]
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Of distinct pairs (left < right, shape (p,)), those not asked before, now
-        asked."""
+        """Of distinct pairs (left < right, shape (p,)), those not asked before; those
+        inside a component past the budget are kept as asked."""
         key = left * s + right
-        for asked in self._asked:
-            at = np.searchsorted(asked, key).clip(max=max(asked.size - 1, 0))
-            key = key[asked[at] != key] if asked.size else key
-        self._asked.append(np.sort(key))
+        if self._asked.size:
+            at = np.searchsorted(self._asked, key).clip(max=self._asked.size - 1)
+            key = key[self._asked[at] != key]
+        mine = key[self._large[key // s]]
+        self._asked = np.union1d(self._asked, mine) if self._asked.size else np.sort(mine)
         return key // s, key % s
 
 

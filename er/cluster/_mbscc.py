@@ -85,7 +85,8 @@ class MBSCC:
         formed at this score or more are completed after the rounds, and the rounds
         run again (:meth:`er.cluster._complete.Completion.refine`): every pair inside
         such a cluster, and those of two clusters whose linkage over all their pairs
-        may reach it. An entity larger than the budget reaches is then one cluster.
+        may reach it, within the budget per pass (at most REFINE_PASSES). Needs
+        ``complete_max`` and ``exact_levels``; under ``tau_min`` it is ``tau_min``.
         The pipeline's free text sets it to its entity cut; 0: never.
     exact_levels : bool, default False
         With ``components`` marking and average (or single) linkage: each level
@@ -205,6 +206,12 @@ class MBSCC:
                 'MBSCC exact_levels needs marking="components" and average or single '
                 f"linkage. Got marking={self.marking!r}, linkage={self.linkage!r}."
             )
+        if self.complete_at and not (self.complete_max and self.exact_levels):
+            raise ConfigError(
+                "MBSCC complete_at needs complete_max and exact_levels (its clusters are "
+                f"read by their scores). Got complete_max={self.complete_max}, "
+                f"exact_levels={self.exact_levels}."
+            )
         if self.complete_max and pair_scores is None:
             raise ConfigError(
                 f"MBSCC complete_max={self.complete_max} scores every pair of a floor "
@@ -285,7 +292,9 @@ class MBSCC:
 
         completion = None
         if self.complete_max and pair_scores is not None:
-            completion = Completion(pair_scores, self.complete_max, self.complete_at)
+            # clusters at a score under the floor are those at the floor
+            at = max(self.complete_at, self.tau_min) if self.complete_at else 0.0
+            completion = Completion(pair_scores, self.complete_max, at)
 
         assert self._forest is not None  # _fit's caller checks
         n = self._knn._n

@@ -209,7 +209,7 @@ PAIR_FLOOR = 0.05
 # mention's 3 nearest: 0.806), which PATSTAT's large firms need deep (0.835 -> 0.513).
 FREE_TEXT_K = 100
 # A component's every pair is scored (up to FREE_TEXT_COMPLETE mentions), not the
-# lists' alone (MBSCC ``complete_max``, er.cluster._components.complete_components):
+# lists' alone (MBSCC ``complete_max``, er.cluster._complete.complete_components):
 # two clusters then link by the mean match probability of all their pairs whatever
 # their sizes, and one cut suits small and large entities. Chosen with the cut on the
 # same three tuning sets, pairwise F1 (FEBRL3 text / orgs / PATSTAT names, every

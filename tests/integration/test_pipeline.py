@@ -852,7 +852,7 @@ def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
     assert config["params"]["linkage"] == "average" and config["params"]["k"] == FREE_TEXT_K
     assert config["params"]["complete_max"] == FREE_TEXT_COMPLETE
     assert config["params"]["exact_levels"] is True
-    assert config["cut_threshold"] == DEFAULT_FREE_TEXT_CUT
+    assert config["params"]["complete_at"] == config["cut_threshold"] == DEFAULT_FREE_TEXT_CUT
     model = config["pair_model"]
     assert model["method"] == "em"
     assert [f["kind"] for f in model["fields"]] == [

@@ -20,7 +20,7 @@ from er.cluster import MBSCC
 from er.cluster._complete import PROBE_MARGIN, pairs_around
 from er.cluster._scc import thresholds
 from tests.unit.cluster.test_exact_levels import _partition, _scipy_cut
-from tests.unit.cluster.test_mbscc_components import _cosines, _structure
+from tests.unit.cluster.test_mbscc_components import _cosines
 
 # linear levels 1.0, 0.95, ..., 0.05: the cut 0.5 is the 11th
 LEVELS: dict[str, Any] = {"n_levels": 20, "schedule": "linear", "tau_min": 0.05}
@@ -73,14 +73,6 @@ def test_an_entity_past_the_budget_is_hacs_cluster_at_the_cut(seed: int, monkeyp
     assert _partition(completed.hierarchy_.cut(CUT_LEVEL)) == hac
     budget_only = _fed(X, complete_max=130).hierarchy_
     assert max(len(c) for c in _partition(budget_only.cut(CUT_LEVEL))) < 60
-
-
-def test_a_replay_completes_the_same_pairs() -> None:
-    """The probes are drawn with a fixed seed: the same batches give the same
-    hierarchy, node for node."""
-    X = _entity_and_neighbours(5)
-    one, two = (_fed(X, complete_max=130, complete_at=CUT) for _ in range(2))
-    assert _structure(one.hierarchy_) == _structure(two.hierarchy_)
 
 
 @st.composite
@@ -169,4 +161,66 @@ def test_a_budget_takes_whole_blocks_smallest_first(
     assert len(got) <= budget and got <= set(zip(full[0].tolist(), full[1].tolist(), strict=True))
     assert all(every[key] == count for key, count in taken.items())  # whole blocks
     left_out = [c for key, c in every.items() if key not in taken]
-    assert all(c > budget - len(got) or c >= max(taken.values(), default=0) for c in left_out)
+    assert all(c > budget - len(got) for c in left_out)
+
+
+def _probe_of(S: np.ndarray, drawn: list[tuple[np.ndarray, np.ndarray]]) -> Any:
+    def probe(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        drawn.append((left.copy(), right.copy()))
+        return S[left, right]
+
+    return probe
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    one=grouped_graphs(),
+    other=grouped_graphs(),
+    budget=st.sampled_from([None, 0, 50, 400]),
+    at=st.sampled_from([0.005, 0.3, 0.5]),
+)
+def test_a_components_pairs_and_probes_are_its_own(
+    one: tuple[np.ndarray, np.ndarray, np.ndarray],
+    other: tuple[np.ndarray, np.ndarray, np.ndarray],
+    budget: int | None,
+    at: float,
+) -> None:
+    """Two floor components side by side (an edge between them below the floor): the
+    first gets the pairs, and draws the probes, it gets alone, whatever the second
+    holds; no pair joins the two; and a call again draws the same probes."""
+    (S1, W1, g1), (S2, W2, g2) = one, other
+    n1, n2 = g1.size, g2.size
+    W = np.zeros((n1 + n2, n1 + n2))
+    W[:n1, :n1], W[n1:, n1:] = W1, W2
+    W[0, n1] = W[n1, 0] = 0.01  # a list edge across, under the floor (above 0.005)
+    S = np.zeros_like(W)
+    S[:n1, :n1], S[n1:, n1:] = S1, S2
+    group = np.r_[g1, g2 + g1.max() + 1]
+    part = np.r_[np.zeros(g1.max() + 1, np.int64), np.ones(g2.max() + 1, np.int64)]
+    alone_drawn: list[tuple[np.ndarray, np.ndarray]] = []
+    both_drawn: list[tuple[np.ndarray, np.ndarray]] = []
+    again_drawn: list[tuple[np.ndarray, np.ndarray]] = []
+    alone = pairs_around(sparse.csr_array(W1), g1, at, _probe_of(S1, alone_drawn), None, budget)
+    both = pairs_around(sparse.csr_array(W), group, at, _probe_of(S, both_drawn), part, budget)
+    pairs_around(sparse.csr_array(W), group, at, _probe_of(S, again_drawn), part, budget)
+    first = both[1] < n1
+    assert not np.any((both[0] < n1) & (both[1] >= n1))  # nothing across
+    assert set(zip(both[0][first].tolist(), both[1][first].tolist(), strict=True)) == set(
+        zip(alone[0].tolist(), alone[1].tolist(), strict=True)
+    )
+    drawn = [np.concatenate([d[k] for d in both_drawn] or [np.zeros(0, int)]) for k in (0, 1)]
+    mine = drawn[0] < n1
+    want = [np.concatenate([d[k] for d in alone_drawn] or [np.zeros(0, int)]) for k in (0, 1)]
+    assert np.array_equal(drawn[0][mine], want[0]) and np.array_equal(drawn[1][mine], want[1])
+    again = [np.concatenate([d[k] for d in again_drawn] or [np.zeros(0, int)]) for k in (0, 1)]
+    assert all(np.array_equal(a, b) for a, b in zip(again, drawn, strict=True))
+
+
+def test_complete_at_needs_complete_max_and_exact_levels() -> None:
+    from er.exceptions import ConfigError
+
+    X = np.abs(np.random.default_rng(0).normal(size=(6, 4))).astype(np.float32)
+    base: dict[str, Any] = {"linkage": "average", "tau_min": 0.1, "marking": "components"}
+    for params in ({"complete_max": 10}, {"exact_levels": True}):
+        with pytest.raises(ConfigError, match="complete_at needs"):
+            MBSCC(**base, **params, complete_at=0.5).partial_fit(X, pair_scores=_cosines(X))
