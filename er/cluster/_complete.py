@@ -513,8 +513,9 @@ class Completion:
         if self._asked.size:
             at = np.searchsorted(self._asked, key).clip(max=self._asked.size - 1)
             key = key[self._asked[at] != key]
-        mine = key[self._large[key // s]]
-        self._asked = np.union1d(self._asked, mine) if self._asked.size else np.sort(mine)
+        mine = np.sort(key[self._large[key // s]])
+        # two sorted runs, disjoint: a stable sort (timsort) merges them in one pass
+        self._asked = np.sort(np.r_[self._asked, mine], kind="stable")
         return key // s, key % s
 
 
