@@ -101,18 +101,9 @@ def complete_components(
         left, right = ask(G.shape[0], left, right)
     if left.size == 0:
         return G
-    coo = G.tocoo()
-    keep = label[coo.row] != label[coo.col]  # every edge inside a component is scored
     left, right, score = _scored(pair_scores, points, left, right, G.dtype)
-    out = sparse.csr_array(
-        (
-            np.r_[coo.data[keep], score, score],
-            (np.r_[coo.row[keep], left, right], np.r_[coo.col[keep], right, left]),
-        ),
-        shape=G.shape,
-    )
-    out.sort_indices()
-    return out
+    # every edge inside a component is scored: only those across two are kept
+    return _with_pairs(G, left, right, score, across=label)
 
 
 def _scored(
@@ -127,17 +118,22 @@ def _scored(
     comparison of free text holds each pair's grams in memory, and 32 million pairs
     at once took 24 GiB (bench/HISTORY.md). A pair's score does not depend on the
     others in its call, so the chunks give the scores one call would."""
-    keep: list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[Any]]] = []
-    for at in range(0, left.size, SCORE_CHUNK):
-        a, b = left[at : at + SCORE_CHUNK], right[at : at + SCORE_CHUNK]
-        score = np.asarray(pair_scores(points[a], points[b]), np.float64)
-        some = score >= COMPLETE_MIN
-        keep.append((a[some], b[some], score[some].astype(dtype)))
-    return (
-        np.concatenate([k[0] for k in keep]),
-        np.concatenate([k[1] for k in keep]),
-        np.concatenate([k[2] for k in keep]),
-    )
+    score = _in_chunks(lambda a, b: pair_scores(points[a], points[b]), left, right)
+    some = score >= COMPLETE_MIN
+    return left[some], right[some], score[some].astype(dtype)
+
+
+def _in_chunks(
+    scores: Callable[[NDArray[np.int64], NDArray[np.int64]], Any],
+    left: NDArray[np.int64],
+    right: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """(p,) ``scores`` of the pairs (left, right), asked SCORE_CHUNK pairs at a time."""
+    chunks = [
+        np.asarray(scores(left[at : at + SCORE_CHUNK], right[at : at + SCORE_CHUNK]), np.float64)
+        for at in range(0, left.size, SCORE_CHUNK)
+    ]
+    return np.concatenate([np.zeros(0), *chunks])
 
 
 def _pairs_to_score(
@@ -325,7 +321,8 @@ def candidate_blocks(
 def probed(
     x: NDArray[np.int64],
     y: NDArray[np.int64],
-    group: NDArray[np.int64],
+    order: NDArray[np.int64],
+    starts: NDArray[np.int64],
     part: NDArray[np.int64],
     at: float,
     probe: Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floating]],
@@ -334,8 +331,8 @@ def probed(
     2 * PROBE_PAIRS pairs (cheaper scored whole), or one whose probe, PROBE_PAIRS of
     its pairs drawn at random, scored by ``probe`` and averaged, is ``at -
     PROBE_MARGIN`` or more. Each floor component draws from its own generator seeded
-    PROBE_SEED, in its blocks' order: what it draws depends on its own groups alone."""
-    order, starts = _members(group)
+    PROBE_SEED, in its blocks' order: what it draws depends on its own groups alone.
+    ``order`` and ``starts``: the rows by group (:func:`_members`)."""
     size = np.diff(starts)
     keep: NDArray[np.bool_] = (x == y) | (size[x] * size[y] <= 2 * PROBE_PAIRS)
     ask = np.flatnonzero(~keep)
@@ -352,12 +349,7 @@ def probed(
     by_part = np.argsort(part[x[ask]], kind="stable")
     left = order[np.concatenate(picks_a)].ravel()
     right = order[np.concatenate(picks_b)].ravel()
-    scores = np.concatenate(
-        [
-            np.asarray(probe(left[at_ : at_ + SCORE_CHUNK], right[at_ : at_ + SCORE_CHUNK]))
-            for at_ in range(0, left.size, SCORE_CHUNK)
-        ]
-    )
+    scores = _in_chunks(probe, left, right)
     estimate = np.empty(ask.size)
     estimate[by_part] = scores.reshape(ask.size, PROBE_PAIRS).mean(axis=1)
     keep[ask] = estimate >= at - PROBE_MARGIN
@@ -418,13 +410,13 @@ def pairs_around(
         How many pairs of each block are scored already; default: none.
     """
     part = np.zeros(int(group.max(initial=-1)) + 1, np.int64) if part is None else part
+    order, starts = _members(group)
     x, y = candidate_blocks(G, group, at, part)
-    keep = probed(x, y, group, part, at, probe)
+    keep = probed(x, y, order, starts, part, at, probe)
     x, y = x[keep], y[keep]
-    size = np.bincount(group)
+    size = np.diff(starts)
     whole = np.where(x == y, size[x] * (size[x] - 1) // 2, size[x] * size[y])
     new = whole - (asked(x, y) if asked is not None else np.zeros(x.size, np.int64))
-    order, starts = _members(group)
     lefts, rights = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for i in chosen_blocks(new, whole, part[x], budget).tolist():
         left, right = _block_pairs(order, starts, int(x[i]), int(y[i]))
@@ -520,14 +512,20 @@ class Completion:
 
 
 def _with_pairs(
-    G: sparse.csr_array, left: NDArray[np.int64], right: NDArray[np.int64], score: NDArray[Any]
+    G: sparse.csr_array,
+    left: NDArray[np.int64],
+    right: NDArray[np.int64],
+    score: NDArray[Any],
+    across: NDArray[np.int64] | None = None,
 ) -> sparse.csr_array:
-    """G (s, s) with the pairs (left, right), absent from it, at ``score`` both ways."""
+    """G (s, s) with the pairs (left, right), absent from it, at ``score`` both ways;
+    with ``across`` (a label per row), only G's edges between two labels kept."""
     coo = G.tocoo()
+    keep = slice(None) if across is None else across[coo.row] != across[coo.col]
     out = sparse.csr_array(
         (
-            np.r_[coo.data, score, score],
-            (np.r_[coo.row, left, right], np.r_[coo.col, right, left]),
+            np.r_[coo.data[keep], score, score],
+            (np.r_[coo.row[keep], left, right], np.r_[coo.col[keep], right, left]),
         ),
         shape=G.shape,
     )
