@@ -100,6 +100,15 @@ def _check_as_of(as_of: int | None) -> int:
     return cy.AS_OF_NOW if as_of is None else int(as_of)
 
 
+def _start(collection: str, node_id: int, as_of: int | None) -> dict[str, Any]:
+    """Parameters of a query that starts from one node (:func:`cy.from_key`)."""
+    return {
+        "collection": collection,
+        "key": cy.node_key(collection, int(node_id)),
+        "as_of": _check_as_of(as_of),
+    }
+
+
 class GraphStore(ABC):
     """Where hierarchies live: nodes, parent edges and their history.
 
@@ -271,9 +280,9 @@ class GraphStore(ABC):
             ``id``, ``depth``, ``score``, ``level_lo``, ``level_hi``, ``size`` per ancestor,
             attributes as of ``as_of`` too.
         """
-        params = {"collection": collection, "id": int(node_id), "as_of": _check_as_of(as_of)}
+        params = _start(collection, node_id, as_of)
         with self._operation("ancestors"):
-            return self._read(cy.canned_query("ancestors"), params)
+            return self._read(cy.from_key("ancestors"), params)
 
     @final
     def node_of(self, collection: str, external_id: str) -> int | None:
@@ -286,9 +295,9 @@ class GraphStore(ABC):
     @final
     def members(self, collection: str, cluster_id: int, as_of: int | None = None) -> list[int]:
         """Sorted ids of the mentions under a cluster as of batch ``as_of``."""
-        params = {"collection": collection, "id": int(cluster_id), "as_of": _check_as_of(as_of)}
+        params = _start(collection, cluster_id, as_of)
         with self._operation("members"):
-            return [int(r["id"]) for r in self._read(cy.canned_query("members"), params)]
+            return [int(r["id"]) for r in self._read(cy.from_key("members"), params)]
 
     @final
     def entity_of(
@@ -309,18 +318,14 @@ class GraphStore(ABC):
         """
         if (score is None) == (level is None):
             raise ConfigError("entity_of takes exactly one of score= and level=.")
-        params: dict[str, Any] = {
-            "collection": collection,
-            "id": int(mention_id),
-            "as_of": _check_as_of(as_of),
-        }
+        params = _start(collection, mention_id, as_of)
         if score is not None:
             name, params["threshold"] = "entity_at_score", float(score)
         else:
             # exactly one of score and level is given (checked above): level is an int
             name, params["level"] = "entity_at_level", int(level)  # type: ignore[arg-type]
         with self._operation("entity_of"):
-            rows = self._read(cy.canned_query(name), params)
+            rows = self._read(cy.from_key(name), params)
         return int(rows[0]["id"]) if rows else int(mention_id)
 
     @final
