@@ -426,12 +426,14 @@ def er_two_fold_figures(name: str) -> dict[str, Any]:
 
         def cut(t: float) -> list[str]:
             if t not in parts:
-                subprocess.run(
+                done = subprocess.run(
                     [*er, "cut", "--collection", "q", "--threshold", str(t), "--json"],
                     env=env,
                     capture_output=True,
-                    check=True,
+                    text=True,
                 )
+                if done.returncode:
+                    raise RuntimeError(done.stderr[-2000:])
                 parts[t] = _er_export(er, env, records)[0]
             return parts[t]
 

@@ -299,7 +299,8 @@ def _first_collection(server: EmbeddedFalkorDB) -> tuple[Any, list[dict[str, Any
     step = EntityLedger().step(1, [[i] for i in range(h.n_points)])
     store = FalkorDBStore(server.client().select_graph("er"))
     store.init_schema()
-    store.apply_delta("demo", h.to_delta(), 1, external_ids=names, entities=step)
+    near = [(0, 1, 0.9), (0, 2, 0.8), (3, 0, 0.7), (3, 4, 0.6)]
+    store.apply_delta("demo", h.to_delta(), 1, external_ids=names, entities=step, near=near)
     return store, [store.ancestors("demo", i) for i in (0, 1)]
 
 
@@ -330,23 +331,36 @@ def test_whole_reads_keep_the_first_mention_after_a_snapshot_reload(
 
 
 def test_the_store_finds_node_0_by_its_key_after_a_snapshot_reload(tmp_path: Path) -> None:
-    """The store's reads from one node start at its write key (``cy.from_key``), which
-    the snapshot's indexes still find for mention 0, through the index."""
+    """The store's reads from given nodes start at their write keys (``cy.from_key``),
+    which the snapshot's indexes still find for mention 0, through the index."""
     with EmbeddedFalkorDB(tmp_path) as server:
         store, before = _first_collection(server)
         entity = store.entity_of("demo", 0, score=-1.0)  # the root, through every edge
         members = store.members("demo", entity)
+        near = store.near_between("demo", [0, 4], [1, 2, 3])
         _snapshot(server)
     assert before[0] and before[1] and entity != 0 and 0 in members
+    assert [(r["left"], r["right"]) for r in near] == [(0, 1), (0, 2), (0, 3), (4, 3)]
     with EmbeddedFalkorDB(tmp_path) as server:
         graph = server.client().select_graph("er")
         store = FalkorDBStore(graph)
         assert [store.ancestors("demo", i) for i in (0, 1)] == before
         assert store.entity_of("demo", 0, score=-1.0) == entity
         assert store.members("demo", entity) == members
-        params = {"collection": "demo", "key": cy.node_key("demo", 0), "as_of": 1}
-        plan = str(graph.explain(cy.from_key("ancestors"), params))
-        assert "Node By Index Scan" in plan, plan
+        assert store.near_between("demo", [0, 4], [1, 2, 3]) == near
+        asks = {
+            "ancestors": {"collection": "demo", "key": cy.node_key("demo", 0), "as_of": 1},
+            "near_between": {
+                "collection": "demo",
+                "left": [cy.node_key("demo", 0)],
+                "right": [1],
+                "as_of": 1,
+                "limit": 5,
+            },
+        }
+        for name, params in asks.items():
+            plan = str(graph.explain(cy.from_key(name), params))
+            assert "Node By Index Scan" in plan, (name, plan)
 
 
 @pytest.mark.xfail(

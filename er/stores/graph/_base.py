@@ -430,13 +430,13 @@ class GraphStore(ABC):
         """
         params = {
             "collection": collection,
-            "left": [int(i) for i in left],
+            "left": [cy.node_key(collection, int(i)) for i in left],  # cy.from_key
             "right": [int(i) for i in right],
             "as_of": _check_as_of(as_of),
             "limit": int(limit),
         }
         with self._operation("near_between"):
-            return self._read(cy.canned_query("near_between"), params)
+            return self._read(cy.from_key("near_between"), params)
 
     @final
     def structure(self, collection: str, as_of: int | None = None) -> Structure:

