@@ -285,6 +285,27 @@ def test_the_first_clean_stop_leaves_a_snapshot_however_short_the_log(tmp_path: 
     assert after.edges.tolist() == before.edges.tolist()
 
 
+def test_the_server_snapshots_a_first_log_past_64_kb_without_a_stop(tmp_path: Path) -> None:
+    """A crash skips the snapshot of a clean stop: the server's own rewrite, past 64 kB
+    of log (at 1 MB before), leaves a snapshot with the graph's indexes to replay on."""
+    from er.cluster import SCC
+    from er.demo import make_mentions
+
+    X, _ = make_mentions(150, 3)
+    h = SCC(n_levels=20, k=10).fit(X).hierarchy_
+    with EmbeddedFalkorDB(tmp_path) as server:
+        store = FalkorDBStore(server.client().select_graph("er"))
+        store.init_schema()
+        store.apply_delta("demo", h.to_delta(), 1)
+        client = server.client().connection
+        info = client.info("persistence")
+        assert 64 * 1024 < info["aof_current_size"] < 1024 * 1024  # between the two
+        deadline = time.monotonic() + 30
+        while client.info("persistence")["aof_base_size"] < 4096:
+            assert time.monotonic() < deadline, "the server never rewrote its log"
+            time.sleep(0.1)
+
+
 def _first_collection(server: EmbeddedFalkorDB) -> tuple[Any, list[dict[str, Any]]]:
     """A 40-mention hierarchy with one entity per mention, written as batch 1; the store
     and the ancestors of mentions 0 and 1."""
