@@ -234,19 +234,24 @@ def test_the_server_requires_its_password(tmp_path: Path) -> None:
         assert again.password == first and again.client().connection.ping()
 
 
+def _written(server: EmbeddedFalkorDB, n: int, n_levels: int) -> tuple[FalkorDBStore, Any]:
+    """An SCC hierarchy over ``n`` mentions written as batch 1; the store and the tree."""
+    from er.cluster import SCC
+    from er.demo import make_mentions
+
+    X, _ = make_mentions(n, 3)
+    h = SCC(n_levels=n_levels, k=10).fit(X).hierarchy_
+    store = FalkorDBStore(server.client().select_graph("er"))
+    store.init_schema()
+    store.apply_delta("demo", h.to_delta(), 1)
+    return store, h
+
+
 def test_a_restart_gives_back_the_same_structure(tmp_path: Path) -> None:
     """Pins the choice of query logging: with FalkorDB's effects logging
     (EFFECTS_THRESHOLD 0) this structure came back with 794 of its 795 edges."""
-    from er.cluster import SCC
-    from er.demo import make_mentions
-    from er.stores.graph import FalkorDBStore
-
-    X, _ = make_mentions(80, 3)
-    h = SCC(n_levels=30, k=10).fit(X).hierarchy_
     with EmbeddedFalkorDB(tmp_path) as server:
-        store = FalkorDBStore(server.client().select_graph("er"))
-        store.init_schema()
-        store.apply_delta("demo", h.to_delta(), 1)
+        store, h = _written(server, 80, 30)
         before = store.structure("demo")
     assert len(before.edges) == len(h.edges)
     with EmbeddedFalkorDB(tmp_path) as server:
@@ -288,15 +293,8 @@ def test_the_first_clean_stop_leaves_a_snapshot_however_short_the_log(tmp_path: 
 def test_the_server_snapshots_a_first_log_past_64_kb_without_a_stop(tmp_path: Path) -> None:
     """A crash skips the snapshot of a clean stop: the server's own rewrite, past 64 kB
     of log (at 1 MB before), leaves a snapshot with the graph's indexes to replay on."""
-    from er.cluster import SCC
-    from er.demo import make_mentions
-
-    X, _ = make_mentions(150, 3)
-    h = SCC(n_levels=20, k=10).fit(X).hierarchy_
     with EmbeddedFalkorDB(tmp_path) as server:
-        store = FalkorDBStore(server.client().select_graph("er"))
-        store.init_schema()
-        store.apply_delta("demo", h.to_delta(), 1)
+        _written(server, 150, 20)
         client = server.client().connection
         info = client.info("persistence")
         assert 64 * 1024 < info["aof_current_size"] < 1024 * 1024  # between the two

