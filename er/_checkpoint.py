@@ -168,13 +168,80 @@ def dump_temp(path: Path, obj: Any) -> Path:
     Nothing is replaced yet: until :func:`commit_temp`, ``path`` is the old checkpoint
     (a crash leaves the temporary file as debris that the next save overwrites).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_suffix(".tmp")
-    with tmp.open("wb") as f:
+    # the writer's own file: readable by its user alone (it holds every record's fields)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # a temporary file left by an older release kept its mode
+    with os.fdopen(fd, "wb") as f:
         pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
         f.flush()
         os.fsync(f.fileno())
     return tmp
+
+
+# What a checkpoint may name when it is read (:func:`safe_load`): the classes of er's
+# pure packages and of numpy and scipy's arrays, and the few functions their pickles
+# rebuild arrays with. Anything else (os.system, builtins.eval, a class whose
+# constructor reaches a store) stops the load: whoever can write the data dir must not
+# run code as the worker.
+_SAFE_PACKAGES = ("er.cluster", "er.ann", "er.match", "er.featurize", "er.entities")
+_SAFE_MODULES = frozenset({"er.delta", "er.pipeline.state", "er._arrays"})
+_SAFE_CALLABLES = frozenset(
+    {
+        ("copyreg", "_reconstructor"),
+        ("copyreg", "__newobj__"),
+        ("builtins", "object"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("builtins", "slice"),
+        ("builtins", "complex"),
+        ("builtins", "bytearray"),
+        ("collections", "OrderedDict"),
+        ("collections", "defaultdict"),
+        ("numpy", "dtype"),
+        ("numpy", "ndarray"),
+        *(
+            (f"numpy.{core}.{module}", name)
+            for core in ("core", "_core")
+            for module, name in (
+                ("multiarray", "_reconstruct"),
+                ("multiarray", "scalar"),
+                ("numeric", "_frombuffer"),
+            )
+        ),
+        ("numpy.random._pickle", "__generator_ctor"),
+        ("numpy.random._pickle", "__bit_generator_ctor"),
+        ("numpy.random._pickle", "__randomstate_ctor"),
+    }
+)
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """An unpickler that finds only what :data:`_SAFE_CALLABLES` and the safe modules'
+    classes name."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _SAFE_CALLABLES:
+            return super().find_class(module, name)
+        safe_module = (
+            module in _SAFE_MODULES
+            or module in _SAFE_PACKAGES
+            or module.startswith(tuple(p + "." for p in _SAFE_PACKAGES))
+        )
+        numeric = module.startswith(("numpy.", "scipy.sparse.")) or module == "numpy"
+        if safe_module or numeric:
+            found = super().find_class(module, name)
+            # classes only: a function of those modules is not a constructor
+            if isinstance(found, type):
+                return found
+        raise pickle.UnpicklingError(f"a checkpoint may not name {module}.{name}")
+
+
+def safe_load(f: Any) -> Any:
+    """The object pickled in the open binary file ``f``, rebuilt from er's and numpy's
+    classes alone (:class:`_SafeUnpickler`); pickle.UnpicklingError for anything else."""
+    return _SafeUnpickler(f).load()
 
 
 def commit_temp(tmp: Path, path: Path) -> None:

@@ -13,7 +13,9 @@ def _settings() -> Any:
     from er.config import get_settings
 
     settings = get_settings()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    # the data dir holds every record (SQLite, the graph's log, checkpoints, reports):
+    # one made here is its user's alone
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     return settings
 
 

@@ -56,6 +56,10 @@ def _print_run(run_id: int, as_of: int | None, path: str | None, metrics: dict[s
         f"({metrics['refused_with_gold']} with a gold label: the *_all_records rows count "
         f"each as its own entity); report: {path or '(preview: none written)'}"
     )
+    if metrics.get("model_agreement"):
+        from er.cli.status import agreement_line
+
+        console.print(agreement_line("without gold", metrics["model_agreement"]), highlight=False)
 
 
 def _runs(settings: Any, collection: str | None) -> list[Any]:

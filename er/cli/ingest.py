@@ -18,11 +18,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from er.records import read_chunks
 
     settings = _settings()
+    config = _json_arg(args.config, "--config")
     common = {
         "collection": args.collection,
-        "id_field": args.id_field,
+        "id_field": _id_field(settings, args),
         "gold_field": args.gold_field,
-        "config": _json_arg(args.config, "--config"),
+        "config": config,
     }
     chunks = read_chunks(args.file, args.batch_size, args.format)
     if settings.broker_url:
@@ -32,6 +33,35 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(summary) + "\n")
     return 0
+
+
+def _id_field(settings: Any, args: argparse.Namespace) -> str:
+    """The id field of this ingest, settled before any record is read or queued: an
+    existing collection's stored one (another given is an error), or the one given
+    (default ``id``) for a new collection, whose name is checked here too."""
+    from sqlalchemy.orm import Session
+
+    from er.pipeline.config import check_collection_name
+    from er.stores.sql import find_collection, upgrade
+
+    engine = _database(settings)
+    try:
+        upgrade(engine)
+        with Session(engine) as session:
+            coll = find_collection(session, args.collection)
+            stored = None if coll is None else coll.config.get("id_field")
+    finally:
+        engine.dispose()
+    if coll is None:
+        check_collection_name(args.collection)
+    if stored is None:
+        return str(args.id_field or "id")
+    if args.id_field is not None and args.id_field != stored:
+        raise ERError(
+            f"collection {args.collection!r} takes its ids from field {stored!r}, not "
+            f"{args.id_field!r}; leave --id-field out (or pass --id-field {stored})."
+        )
+    return str(stored)
 
 
 def _line_count(path: Path) -> int:
@@ -96,6 +126,7 @@ def _ingest_in_process(
                 for key in ("accepted", "duplicates", "rejected"):
                     totals[key] += out[key]
                 reasons += out["reasons"]
+                _print_types(args.collection, out.get("field_types"))
             run_cluster(settings, args.collection, on_batch=resolved)
     _print_ingest(args.collection, totals, reasons)
     return {"collection": args.collection, **totals}
@@ -123,6 +154,8 @@ def _ingest_queued(
     if not args.wait:
         return {"collection": args.collection, "queued": [r.id for r in results]}
     outs = [_task_result(r, args.timeout) for r in results]
+    for o in outs:
+        _print_types(args.collection, o.get("field_types"))
     seqs = {o["batch_seq"] for o in outs}
     _wait_resolved(settings, args.collection, seqs, args.timeout)
     totals = {k: sum(o[k] for o in outs) for k in ("accepted", "duplicates", "rejected")}
@@ -183,6 +216,18 @@ def _wait_resolved(settings: Any, collection: str, seqs: set[int], timeout: floa
                 time.sleep(POLL_S)
     finally:
         engine.dispose()
+
+
+def _print_types(collection: str, types: dict[str, str] | None) -> None:
+    """A new collection's inferred field types, and how to give others."""
+    if not types:
+        return
+    listed = ", ".join(f"{name}={kind}" for name, kind in types.items())
+    sys.stderr.write(
+        f"{collection}: new collection, field types inferred: {listed}\n"
+        f"  (to type a field otherwise, ingest into a new collection with "
+        f'--config \'{{"field_types": {{"FIELD": "TYPE"}}}}\'; types: er ingest --help)\n'
+    )
 
 
 def _print_ingest(collection: str, totals: dict[str, int], reasons: list[str]) -> None:

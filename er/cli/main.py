@@ -29,6 +29,7 @@ from er.cli.service import cmd_beat, cmd_demo, cmd_init, cmd_worker
 from er.cli.status import cmd_export, cmd_status
 from er.cli.train import cmd_model, cmd_train
 from er.exceptions import ERError, missing_tables
+from er.featurize._types import FIELD_TYPES
 
 logger = logging.getLogger("er")
 
@@ -81,12 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="records in (JSONL or CSV): validate, store, cluster")
     p.add_argument("file", type=Path)
     p.add_argument("--collection", required=True)
-    p.add_argument("--id-field", default="id")
+    p.add_argument(
+        "--id-field",
+        default=None,
+        help="field holding each record's id (a new collection: default id; later "
+        "ingests: the collection's own)",
+    )
     p.add_argument("--gold-field", default=None)
-    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--batch-size", type=int, default=1000, help="records per batch (1000)")
     p.add_argument("--format", choices=("jsonl", "csv"), default=None)
     p.add_argument(
-        "--config", default=None, help="collection config as JSON or @file (first ingest only)"
+        "--config",
+        default=None,
+        help="collection config as JSON or @file (first ingest only); e.g. "
+        '\'{"field_types": {"surname": "person_name"}}\' with types ' + ", ".join(FIELD_TYPES),
     )
     p.add_argument("--wait", action="store_true", help="with a broker: wait until resolved")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait waits")
@@ -97,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
         "status", help="batches by status, lag, counts, rejects; rate and stages of recent batches"
     )
     p.add_argument("--collection", default=None)
+    p.add_argument(
+        "--no-model-check",
+        action="store_true",
+        help="leave out the entities-against-model shares (they open the graph)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
 

@@ -15,7 +15,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     settings = _settings()
     _database(settings).dispose()
-    rows = run_status(settings, args.collection)
+    rows = run_status(settings, args.collection, agreement=not args.no_model_check)
     if args.json:
         sys.stdout.write(json.dumps(rows) + "\n")
         return 0
@@ -38,7 +38,27 @@ def cmd_status(args: argparse.Namespace) -> int:
             console.print(_recent_line(r["collection"], r["recent"]), highlight=False)
         if r.get("values"):
             console.print(_values_line(r["collection"], r["values"]), highlight=False)
+        if r.get("model_agreement"):
+            console.print(agreement_line(r["collection"], r["model_agreement"]), highlight=False)
     return 0
+
+
+def agreement_line(collection: str, a: dict[str, Any]) -> str:
+    """The gold-free signal in words (:func:`er.pipeline.agreement.model_agreement`)."""
+
+    def share(value: float | None, of: int, what: str) -> str:
+        if value is None:
+            return f"no {what}"
+        return f"{value:.1%} of {of:,} {what}"
+
+    cut = a["cut"]
+    inside = share(a["inside_improbable"], a["inside_pairs"], "pairs inside entities")
+    across = share(a["across_probable"], a["across_pairs"], "candidate pairs across entities")
+    return (
+        f"{collection}, entities against the pair model (version {a['model_version']}, "
+        f"scored at {a['population']:,} mentions): {inside} score under {cut:g}; "
+        f"{across} score {cut:g} or more" + (" (samples)" if a["sampled"] else "")
+    )
 
 
 def _values_line(collection: str, values: dict[str, dict[str, int]]) -> str:

@@ -439,20 +439,31 @@ class Completion:
         a pass of :meth:`refine` may add to one.
     at : float
         The threshold whose clusters :meth:`refine` completes around; 0: never.
+    within : float
+        :meth:`graph` completes the components of the list edges at or above this
+        score inside the floor components (MBSCC ``complete_within``); 0: the floor
+        components themselves.
     """
 
-    def __init__(self, pair_scores: PairScores, max_points: int, at: float = 0.0) -> None:
+    def __init__(
+        self, pair_scores: PairScores, max_points: int, at: float = 0.0, within: float = 0.0
+    ) -> None:
         self.pair_scores = pair_scores
         self.max_points = max_points
         self.budget = max_points * (max_points - 1) // 2
         self.at = at
+        self.within = within
         self._asked = np.zeros(0, np.int64)  # sorted keys (left * s + right), large parts
         self._large = np.zeros(0, bool)  # per row: in a component past the budget
 
     def graph(
         self, points: NDArray[np.int64], G: sparse.csr_array, label: NDArray[np.int64]
     ) -> sparse.csr_array:
-        """:func:`complete_components` of the lists' graph G (s, s) among ``points``."""
+        """:func:`complete_components` of the lists' graph G (s, s) among ``points``,
+        over the floor components ``label`` (s,), or over their parts joined by edges
+        of ``within`` or more."""
+        if self.within:
+            label = _finer(G, label, self.within)
         sizes = np.bincount(label)
         self._large = (sizes * (sizes - 1) // 2 > self.budget)[label]
         ask = self._ask if self.at and self._large.any() else None
@@ -509,6 +520,18 @@ class Completion:
         # two sorted runs, disjoint: a stable sort (timsort) merges them in one pass
         self._asked = np.sort(np.r_[self._asked, mine], kind="stable")
         return key // s, key % s
+
+
+def _finer(G: sparse.csr_array, label: NDArray[np.int64], score: float) -> NDArray[np.int64]:
+    """(s,) components of G's edges of ``score`` or more, each inside one of ``label``'s
+    (the floor is lower: a component of edges at a higher score lies inside one)."""
+    from scipy.sparse import csgraph
+
+    H = G.copy()
+    H.data = np.where(H.data >= score, H.data, 0.0)
+    H.eliminate_zeros()
+    _, finer = csgraph.connected_components(H, directed=False)
+    return np.asarray(finer, np.int64)
 
 
 def _with_pairs(

@@ -88,6 +88,13 @@ class MBSCC:
         may reach it, within the budget per pass (at most REFINE_PASSES). Needs
         ``complete_max`` and ``exact_levels``; under ``tau_min`` it is ``tau_min``.
         The pipeline's free text sets it to its entity cut; 0: never.
+    complete_within : float, default 0.0
+        With ``complete_max``: every pair is scored inside each component of the list
+        edges at or above this score (the entity cut: "cut components", much smaller
+        than floor components where sparse records bridge people), not inside each
+        floor component. Average linkage at or above it is then over every pair of
+        the two clusters (a pair across two such components is under it, and so is
+        any mean of them); below it, over the lists. 0: floor components.
     exact_levels : bool, default False
         With ``components`` marking and average (or single) linkage: each level
         holds that linkage's HAC clusters at its threshold
@@ -120,6 +127,7 @@ class MBSCC:
         "marking": [Options(("paper", "exact", "components"))],
         "complete_max": [Interval(int, 0, None)],
         "complete_at": [Interval(float, 0.0, None)],
+        "complete_within": [Interval(float, 0.0, None)],
         "exact_levels": [Options((True, False))],
     }
     algorithm = "mbscc"
@@ -142,6 +150,7 @@ class MBSCC:
         marking: str = "paper",
         complete_max: int = 0,
         complete_at: float = 0.0,
+        complete_within: float = 0.0,
         exact_levels: bool = False,
     ) -> None:
         self.n_levels = n_levels
@@ -153,6 +162,7 @@ class MBSCC:
         self.marking = marking
         self.complete_max = complete_max
         self.complete_at = complete_at
+        self.complete_within = complete_within
         self.exact_levels = exact_levels
 
     def fit(self, X: NDArray[np.floating]) -> MBSCC:
@@ -294,7 +304,8 @@ class MBSCC:
         if self.complete_max and pair_scores is not None:
             # clusters at a score under the floor are those at the floor
             at = max(self.complete_at, self.tau_min) if self.complete_at else 0.0
-            completion = Completion(pair_scores, self.complete_max, at)
+            within = max(self.complete_within, self.tau_min) if self.complete_within else 0.0
+            completion = Completion(pair_scores, self.complete_max, at, within)
 
         assert self._forest is not None  # _fit's caller checks
         n = self._knn._n
@@ -347,6 +358,7 @@ class MBSCC:
         state.setdefault("_forest", None)
         state.setdefault("complete_max", 0)  # pickles from before it
         state.setdefault("complete_at", 0.0)
+        state.setdefault("complete_within", 0.0)
         state.setdefault("exact_levels", False)
         self.__dict__.update(state)
 

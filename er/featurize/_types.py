@@ -31,21 +31,31 @@ FIELD_TYPES = (
     "text",
 )
 
-# Field-name patterns, first match wins. A name says more than a few values do:
-# "soc_sec_id" holds digits like a phone would, "postcode" digits like an id.
+# Field-name patterns over the header's words joined by "_" (camelCase, spaces, dots
+# and hyphens split: "inventorNameLast" -> "inventor_name_last"), first match wins. A
+# name says more than a few values do: "soc_sec_id" holds digits like a phone would,
+# "postcode" digits like an id. Each pattern matches whole words.
+_NAME_PART = r"(first|given|fore|last|sur|family|middle|maiden|nick)"
 _BY_NAME: tuple[tuple[str, str], ...] = (
     (r"e_?mail", "email"),
-    (r"phone|mobile|cell|tel(ephone)?$|fax", "phone"),
-    (r"birth|dob|date|_dt$|_on$", "date"),
-    (r"post_?code|zip|postal", "postcode"),
-    (r"given|first|fore|fname|middle|surname|last_?name|family|lname|maiden", "person_name"),
-    (r"assignee|company|organi[sz]ation|employer|firm|^org", "org_name"),
-    (r"street|address|addr", "address"),
+    (r"phone|mobile|cell|tel(ephone)?|fax", "phone"),
+    (r"birth|dob|date|dt|on", "date"),
+    (r"post_?code|zip(_?code)?|postal(_code)?", "postcode"),
+    (
+        rf"{_NAME_PART}_?names?|names?_{_NAME_PART}|surname|[flm]name|forename|maiden"
+        r"|middle(_initial)?|initials?",
+        "person_name",
+    ),
+    (r"assignee|company|organi[sz]ation|employer|firm|org|business|vendor|merchant", "org_name"),
+    (r"street|address|addr|address_?\d", "address"),
     (r"suburb|city|town|locality|county|district|municipality", "place"),
-    (r"state|country|region|province|sex|gender|title|status|type$|kind$", "category"),
-    (r"ssn|soc_?sec|passport|licen[cs]e|nin$|tax|_id$|^id_|code$|number$|_no$", "identifier"),
-    (r"age$|amount|price|count|height|weight|latitude|longitude|^lat$|^lon$|^lng$", "number"),
+    (r"state|country|region|province|sex|gender|title|status|type|kind|category", "category"),
+    (r"ssn|soc_?sec|passport|licen[cs]e|nin|tax|id|code|number|no|num", "identifier"),
+    (r"age|amount|price|count|height|weight|latitude|longitude|lat|lon|lng", "number"),
 )
+# A "name" alone (or ending a header: "author_name", "applicant_name") is a person's
+# unless its values say otherwise (_org_or_person).
+_PLAIN_NAME = re.compile(r"(^|_)(full_?)?names?$")
 _DATE_LIKE = re.compile(
     r"^\s*(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}|\d{8}"
     r"|\d{1,2}\s+[A-Za-z]{3,9}\.?,?\s+\d{2,4}|[A-Za-z]{3,9}\.?\s+\d{1,2},?\s+\d{2,4})\s*$"
@@ -90,22 +100,45 @@ def infer_field_types(
     return {n: _type_of(n, values[n]) for n in names}
 
 
+def header_words(name: str) -> str:
+    """A header as lower-case words joined by "_": ``"inventorNameLast"``,
+    ``"Inventor Name-Last"`` and ``"inventor.name_last"`` all give
+    ``"inventor_name_last"``."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name.strip())
+    return "_".join(w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w)
+
+
 def _type_of(name: str, values: list[str]) -> str:
-    key = name.lower()
+    key = header_words(name)
     for pattern, kind in _BY_NAME:
-        if re.search(pattern, key):
-            return _org_or_person(kind, values)
-    if key in {"name", "full_name", "fullname"}:
-        return _org_or_person("person_name", values)
+        if re.search(rf"(^|_)({pattern})(_|$)", key):
+            return _checked(kind, values)
+    if _PLAIN_NAME.search(key):
+        return _checked("person_name", values)
     return _type_by_values(values)
 
 
-def _org_or_person(kind: str, values: list[str]) -> str:
-    """A "name" whose values carry legal or institutional words is an organisation."""
-    if kind != "person_name" or not values:
+def _checked(kind: str, values: list[str]) -> str:
+    """The header's type, unless the values are plainly another's: sentences are text
+    (a "title" of a patent, a "name" holding a firm and its address), a "name" with
+    legal or institutional words, or of many words, an organisation's."""
+    if not values or kind in ("date", "email", "phone", "number", "postcode"):
         return kind
-    orgs = sum(1 for v in values if _ORG_WORDS.search(v))
-    return "org_name" if orgs > 0.1 * len(values) else kind
+    if _sentences(values):
+        return "text"
+    if kind == "person_name":
+        sample = values[:2000]
+        orgs = sum(1 for v in sample if _ORG_WORDS.search(v))
+        words = sum(len(v.split()) for v in sample) / len(sample)
+        return "org_name" if orgs > 0.1 * len(sample) or words > 3.5 else kind
+    return kind
+
+
+def _sentences(values: list[str]) -> bool:
+    """Most values are long or of many words, and few repeat: free text."""
+    sample = values[:2000]
+    long = sum(1 for v in sample if len(v) > 40 or len(v.split()) > 5)
+    return long > 0.5 * len(sample) and len(set(sample)) > 0.5 * len(sample)
 
 
 def _type_by_values(values: list[str]) -> str:
@@ -118,11 +151,20 @@ def _type_by_values(values: list[str]) -> str:
     kind, count = votes.most_common(1)[0]
     if count < 0.8 * sum(votes.values()):
         return "text"
-    if kind == "code" and len(set(values)) < 0.05 * len(values):
+    if kind == "word":  # short letters alone: a name, a place or a category
+        return "category" if _few_values(values) else "person_name"
+    if kind == "code" and _few_values(values):
         return "category"
     if kind == "code" and all(_NUMBER_LIKE.match(v) and "." in v for v in values[:200]):
         return "number"
     return {"code": "identifier"}.get(kind, kind)
+
+
+def _few_values(values: list[str]) -> bool:
+    """A handful of distinct values (under 5% of them, or under 12 and half): a
+    category's."""
+    distinct = len(set(values))
+    return distinct < 0.05 * len(values) or distinct < min(12, 0.5 * len(values))
 
 
 def _look(v: str) -> str:
@@ -133,10 +175,13 @@ def _look(v: str) -> str:
     digits = sum(c.isdigit() for c in v)
     if _PHONE_LIKE.match(v) and 8 <= digits <= 15 and not v.strip().isdigit():
         return "phone"
+    words = v.split()
+    if len(v) > 40 or len(words) > 4 or (digits and len(words) > 3):
+        return "text"  # a firm with its address is text, whatever its legal form
     if _ORG_WORDS.search(v):
         return "org_name"
-    if len(v) > 40 or len(v.split()) > 4:
-        return "text"
     if _CODE_LIKE.match(v) and digits:
         return "code"
+    if all(w.replace("-", "").replace("'", "").isalpha() for w in words) and len(words) <= 3:
+        return "word"
     return "text"

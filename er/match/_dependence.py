@@ -45,13 +45,22 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["PatternCounts", "count_patterns", "field_blocks", "fit_dependence", "pattern_keys"]
+__all__ = [
+    "PatternCounts",
+    "count_patterns",
+    "field_blocks",
+    "fit_dependence",
+    "pattern_keys",
+    "shared_block",
+]
 
 SYMBOLS = 2  # per field: 0 not agreeing (far or missing), 1 agreeing
 SIGNIFICANCE_Z = 4.0  # standard deviations (Poisson) a pattern's excess must exceed
 SIGNIFICANCE_MIN = 3.0  # and this many pairs
 MATCH_SHARE_MAX = 0.1  # matches explain less than this share of the pattern's count
 PLACE_KINDS = frozenset({"address", "place", "postcode"})
+# What the members of one household share: a place and its contacts (issue #53).
+SHARED_KINDS = PLACE_KINDS | {"phone", "email"}
 # a pattern's key holds one bit per field in an int64: a model of more fields (a wide
 # export, or many free-text fields in four views each) gets no correction at all,
 # rather than keys that wrap around and patterns that collide
@@ -90,6 +99,16 @@ def field_blocks(kinds: Sequence[str]) -> list[list[int]]:
         place += [f for f, k in enumerate(kinds) if k == "category"]
     names = [f for f, k in enumerate(kinds) if k == "person_name"]
     return [sorted(b) for b in (place, names) if len(b) > 1]
+
+
+def shared_block(kinds: Sequence[str]) -> list[int]:
+    """The fields a household shares (SHARED_KINDS, with the category fields beside a
+    place), whose agreement among non-matches is corrected as one block before the
+    whole pattern (:func:`fit_dependence`); [] for fewer than two."""
+    block = [f for f, k in enumerate(kinds) if k in SHARED_KINDS]
+    if any(kinds[f] in PLACE_KINDS for f in block):
+        block += [f for f, k in enumerate(kinds) if k == "category"]
+    return sorted(block) if len(block) > 1 else []
 
 
 @dataclass(frozen=True)
@@ -169,8 +188,16 @@ def fit_dependence(
     u: Sequence[NDArray[np.float64]],
     prior: float,
     blocks: Sequence[Sequence[int]],
+    shared: Sequence[int] = (),
+    anchored: NDArray[np.float64] | None = None,
 ) -> dict[int, float]:
     """Bits to add for each agreement pattern the independent u underrates (module doc).
+
+    First over the ``shared`` fields alone (a household's place and contacts: their
+    joint patterns are 2^B, not 2^F, so each is counted often enough to tell even
+    where the whole patterns of a household split into many rare ones by a missing
+    e-mail or a nickname), then over whole patterns with the shared block's u so
+    corrected; a pattern's bits are the two summed.
 
     Parameters
     ----------
@@ -185,29 +212,102 @@ def fit_dependence(
         P(match) for a random pair.
     blocks : sequence of sequence of int
         :func:`field_blocks`.
+    shared : sequence of int, optional
+        :func:`shared_block`.
+    anchored : ndarray of float64, shape (p,), optional
+        The candidates' match weights for the shared block's patterns among matches:
+        the posterior on pairs that agree on personal fields a household does not
+        share (er.match._train.anchor_pairs), so that households EM took for matches
+        do not count as matches that agree on their place; default ``posterior``.
 
     Returns
     -------
     dict
         Pattern key -> bits (<= 0), for the corrected patterns only.
     """
-    n_pairs, counts = random.n_pairs, random.counts
+    n_pairs = random.n_pairs
     if n_pairs == 0:
         return {}
     agree = agreement(candidate_levels)
     p_m = _pattern_probability(random, m, blocks, agree, posterior)
     p_u = _pattern_probability(random, u, [], agree, posterior)
+    block_bits = np.zeros(random.keys.size)
+    if len(shared) > 1:
+        weight = posterior if anchored is None else anchored
+        block_bits = _shared_bits(random, m, u, prior, blocks, shared, agree, weight)
+        p_u = p_u * np.exp2(-block_bits)  # the block's dependent u in its place
+    bits = block_bits + _excess_bits(random.counts, random.scale, n_pairs, prior, p_m, p_u)
+    return {int(random.keys[i]): float(bits[i]) for i in np.flatnonzero(bits < 0)}
+
+
+def _excess_bits(
+    counts: NDArray[np.float64],
+    scale: NDArray[np.float64],
+    n_pairs: int,
+    prior: float,
+    p_m: NDArray[np.float64],
+    p_u: NDArray[np.float64],
+    match_share_max: float = MATCH_SHARE_MAX,
+) -> NDArray[np.float64]:
+    """(k,) bits (<= 0) of each pattern whose count exceeds what matches (``p_m``) and
+    independent non-matches (``p_u``) explain, far beyond chance, and of which matches
+    explain less than ``match_share_max`` (module docstring); 0 for the others."""
     mu_match = n_pairs * prior * p_m
     mu = mu_match + n_pairs * (1 - prior) * p_u
     # Poisson in the counted rows: a row standing for s pairs scales the mean by 1/s
-    scale = random.scale
     excess = counts > mu + SIGNIFICANCE_Z * np.sqrt(mu * scale) + SIGNIFICANCE_MIN * scale
-    unexplained = mu_match < MATCH_SHARE_MAX * counts
-    out: dict[int, float] = {}
-    for i in np.flatnonzero(excess & unexplained):
-        u_dep = (counts[i] - mu_match[i]) / (n_pairs * (1 - prior))
-        out[int(random.keys[i])] = float(np.log2(p_u[i] / u_dep))
+    unexplained = mu_match < match_share_max * counts
+    out = np.zeros(counts.size)
+    hit = np.flatnonzero(excess & unexplained)
+    u_dep = (counts[hit] - mu_match[hit]) / (n_pairs * (1 - prior))
+    out[hit] = np.minimum(np.log2(p_u[hit] / u_dep), 0.0)
     return out
+
+
+def _shared_bits(
+    random: PatternCounts,
+    m: Sequence[NDArray[np.float64]],
+    u: Sequence[NDArray[np.float64]],
+    prior: float,
+    blocks: Sequence[Sequence[int]],
+    shared: Sequence[int],
+    agree: NDArray[np.int64],
+    posterior: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """(k,) bits of each whole pattern from its ``shared`` fields' joint pattern alone:
+    :func:`_excess_bits` over the 2^B patterns of the block, the whole patterns'
+    counts summed into them."""
+    fields = list(shared)
+    sub = _keys(random.symbols[:, fields])
+    size = SYMBOLS ** len(fields)
+    counts = np.bincount(sub, weights=random.counts, minlength=size).astype(np.float64)
+    # pairs each counted row stands for, averaged over the rows of the block pattern
+    rows = np.bincount(sub, weights=random.counts / random.scale, minlength=size).astype(np.float64)
+    scale = counts / np.maximum(rows, 1e-300)
+    block = _Marginal(random, fields)
+    inner = [[fields.index(f) for f in b if f in fields] for b in blocks]
+    p_m = _pattern_probability(
+        block, [m[f] for f in fields], [b for b in inner if len(b) > 1], agree[:, fields], posterior
+    )
+    p_u = _pattern_probability(block, [u[f] for f in fields], [], agree[:, fields], posterior)
+    # a block pattern is shared by matches and households alike (every field agreeing):
+    # its excess over both is the households', however many matches it holds
+    bits = _excess_bits(counts, np.maximum(scale, 1.0), random.n_pairs, prior, p_m, p_u, 1.0)
+    return bits[sub]
+
+
+@dataclass(frozen=True)
+class _Marginal:
+    """Every joint pattern of some fields, as :func:`_pattern_probability` reads a
+    :class:`PatternCounts` (``symbols``, ``present``)."""
+
+    symbols: NDArray[np.int64]
+    present: NDArray[np.float64]
+
+    def __init__(self, random: PatternCounts, fields: Sequence[int]) -> None:
+        n = len(fields)
+        object.__setattr__(self, "symbols", _decode(np.arange(SYMBOLS**n, dtype=np.int64), n))
+        object.__setattr__(self, "present", random.present[list(fields)])
 
 
 def _decode(keys: NDArray[np.int64], n_fields: int) -> NDArray[np.int64]:
@@ -221,7 +321,7 @@ def _decode(keys: NDArray[np.int64], n_fields: int) -> NDArray[np.int64]:
 
 
 def _pattern_probability(
-    random: PatternCounts,
+    random: PatternCounts | _Marginal,
     probs: Sequence[NDArray[np.float64]],
     blocks: Sequence[Sequence[int]],
     candidate_agreement: NDArray[np.int64],

@@ -39,6 +39,7 @@ from numpy.typing import NDArray
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 
+from er.match._anchors import anchor_pairs, anchored, personal_agreement
 from er.match._compare import LADDERS
 from er.match._dependence import (
     PatternCounts,
@@ -46,6 +47,7 @@ from er.match._dependence import (
     dependence_bits,
     field_blocks,
     fit_dependence,
+    shared_block,
 )
 from er.match._model import FieldWeights, PairModel, level_bits, one_sided_fields
 from er.match._table import FieldTable
@@ -170,12 +172,23 @@ def train_pair_model(
         sizes = np.bincount(labels)
         prior = _clip_prior(float((sizes * (sizes - 1) // 2).sum()) / total)
         # the random pairs hold no match here: every excess is non-match dependence
-        dependence = fit_dependence(patterns, cand_levels, match, m, u, 0.0, blocks)
+        dependence = fit_dependence(
+            patterns, cand_levels, match, m, u, 0.0, blocks, shared_block(kinds)
+        )
         method = "gold"
     else:
         blank_m = [np.asarray(p.m) for p in protos]
         fit = _fit_unsupervised(
-            cand_levels, candidates, blank_m, rand_levels, (rl, rr), n, sides, blocks
+            cand_levels,
+            candidates,
+            blank_m,
+            rand_levels,
+            (rl, rr),
+            n,
+            sides,
+            blocks,
+            anchor_pairs(cand_levels, kinds, [len(p.m) for p in protos]),
+            shared_block(kinds),
         )
         m, u, prior, dependence = fit.m, fit.u, fit.prior, fit.dependence
         method = "em"
@@ -220,6 +233,8 @@ def _fit_unsupervised(
     n: int,
     one_sided: Sequence[bool],
     blocks: list[list[int]],
+    anchors: list[NDArray[np.bool_] | None] | None = None,
+    shared: Sequence[int] = (),
 ) -> _Fit:
     """m, u, the prior and the dependence correction without labels (module docstring):
     EM alternating with the dependence correction; then, while the closure of EM's
@@ -240,13 +255,20 @@ def _fit_unsupervised(
     one_sided : sequence of bool, one per field
     blocks : list of list of int
         Field blocks of the dependence correction (er.match._dependence.field_blocks).
+    anchors : list of (ndarray of bool, shape (p,)) or None, one per field, optional
+        The candidates each field's m is counted on (er.match._anchors.anchor_pairs).
+    shared : sequence of int, optional
+        The fields a household shares (er.match._dependence.shared_block).
     """
     rl, rr = rand
     n_levels = [mf.size for mf in blank_m]
     patterns = _pattern_counts(rand_levels, rand, cand_levels, candidates, n)
     u = [_frequencies(rand_levels[:, f], k) for f, k in enumerate(n_levels)]
     total = max(n * (n - 1) // 2, 1)
-    fit = _em_rounds(cand_levels, blank_m, u, total, one_sided, (patterns, None), blocks, None, 0.0)
+    fields = (blocks, shared)
+    fit = _em_rounds(
+        cand_levels, blank_m, u, total, one_sided, (patterns, None), fields, None, 0.0, anchors
+    )
     largest = None
     for _ in range(CLOSURE_ROUNDS):
         labels, size, beyond = _closure(n, candidates, fit.post)
@@ -261,7 +283,7 @@ def _fit_unsupervised(
         across = labels[candidates[0]] != labels[candidates[1]]
         net = _pattern_counts(rand_levels, rand, cand_levels, candidates, n, labels)
         again = _em_rounds(
-            cand_levels, blank_m, u, total, one_sided, (net, across), blocks, fit, beyond
+            cand_levels, blank_m, u, total, one_sided, (net, across), fields, fit, beyond, anchors
         )
         if not _plausible(again.m, again.u, again.prior, total, one_sided):
             break
@@ -276,14 +298,18 @@ def _em_rounds(
     total: int,
     one_sided: Sequence[bool],
     counted: tuple[PatternCounts, NDArray[np.bool_] | None],
-    blocks: list[list[int]],
+    fields: tuple[list[list[int]], Sequence[int]],
     start: _Fit | None,
     beyond: float,
+    anchors: list[NDArray[np.bool_] | None] | None = None,
 ) -> _Fit:
     """EM and the dependence correction in turn, DEPENDENCE_ROUNDS times, from ``start``
     (None: the starting m and no correction), over ``total`` pairs. ``counted``: the
-    pattern counts, and which candidates they hold (None: every one)."""
+    pattern counts, and which candidates they hold (None: every one). ``fields``: the
+    correction's blocks of matches (field_blocks) and the fields households share
+    (shared_block)."""
     patterns, held = counted
+    blocks, shared = fields
     m = blank_m if start is None else start.m
     dependence = {} if start is None else start.dependence
     prior, post = 0.5, np.zeros(cand_levels.shape[0])
@@ -298,13 +324,17 @@ def _em_rounds(
             offset=offset,
             start=m,
             beyond=beyond,
+            anchors=anchors,
         )
         # the first count judges patterns by the starting m: EM's first fit has
         # taken the households for matches (their names and dates "disagree" in
         # a third of its matches), and would explain them away
         judge = blank_m if round_ == 0 and start is None else m
         among = prior if held is None else _clip_prior(post[held].sum() / max(patterns.n_pairs, 1))
-        dependence = fit_dependence(patterns, cand_levels, post, judge, u, among, blocks)
+        anchored = None if anchors is None else post * personal_agreement(anchors)
+        dependence = fit_dependence(
+            patterns, cand_levels, post, judge, u, among, blocks, shared, anchored
+        )
     return _Fit(m, u, prior, dependence, post)
 
 
@@ -465,6 +495,7 @@ def _fit_em(
     offset: NDArray[np.float64] | None = None,
     start: list[NDArray[np.float64]] | None = None,
     beyond: float = 0.0,
+    anchors: list[NDArray[np.bool_] | None] | None = None,
 ) -> tuple[list[NDArray[np.float64]], float, NDArray[np.float64]]:
     """EM for m and the prior with u fixed.
 
@@ -486,6 +517,10 @@ def _fit_em(
         Bits added to each pair's weight (the dependence correction).
     start : list of ndarray, optional
         Starting m other than m0 (a previous fit).
+    anchors : list of (ndarray of bool, shape (p,)) or None, one per field, optional
+        The candidates each field's m is counted on (er.match._anchors); a field
+        whose anchors hold too few expected matches, or None, is counted on every
+        candidate.
 
     Returns
     -------
@@ -509,7 +544,10 @@ def _fit_em(
         w = np.log2(prior / (1 - prior)) + extra
         w = w + sum(level_bits(m[f], u[f], sides[f])[levels[:, f]] for f in range(len(m)))
         post = 1.0 / (1.0 + np.exp2(-np.clip(w, -60, 60)))
-        new_m = [_frequencies(levels[:, f], len(m[f]), post, pseudo[f]) for f in range(len(m))]
+        new_m = [
+            _frequencies(levels[:, f], len(m[f]), anchored(post, anchors, f), pseudo[f])
+            for f in range(len(m))
+        ]
         new_prior = _clip_prior((float(post.sum()) + beyond) / total)
         shift = max(float(np.abs(a - b).max()) for a, b in zip(new_m, m, strict=True))
         # the prior's change relative to itself: it may be 1e-4 or 0.4

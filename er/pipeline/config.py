@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -367,6 +368,21 @@ def _featurizer(config: Mapping[str, Any]) -> Featurizer:
     if key not in _FEATURIZERS:
         _FEATURIZERS[key] = Featurizer(FeaturizerConfig.from_json(config["featurizer"]))
     return _FEATURIZERS[key]
+
+
+_COLLECTION_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+
+
+def check_collection_name(name: str) -> str:
+    """``name`` if it may name a new collection: letters, digits, ``.``, ``_`` and
+    ``-``, not starting with a dot, at most 128 characters (it names a folder of the
+    data dir: ``""``, ``"."`` and ``".."`` would share one or climb out of it)."""
+    if not isinstance(name, str) or not _COLLECTION_NAME.fullmatch(name):
+        raise ConfigError(
+            f"collection name {name!r}: use letters, digits, '.', '_' and '-' (not first "
+            "a dot), at most 128 characters."
+        )
+    return name
 
 
 def _safe(name: str) -> str:

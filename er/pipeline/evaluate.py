@@ -17,6 +17,7 @@ from er._arrays import find_sorted
 from er.evaluation import bcubed, coreference_report, cut_at_score, pairwise_prf
 from er.exceptions import ERError
 from er.match import FieldTable
+from er.pipeline.agreement import model_agreement
 from er.pipeline.config import DEFAULT_CUT, _safe, field_types, stored_model
 from er.pipeline.partition import _hierarchy_from_store
 from er.stores.graph import GraphStore
@@ -128,6 +129,8 @@ def score_collection(
     metrics = coreference_report(hierarchy, gold, threshold=cut, pred=pred)
     metrics["entities_scored"] = "stored" if threshold is None else f"preview of cut {cut}"
     metrics.update(_refused_figures(session, coll, gold, pred, hierarchy, cut))
+    if threshold is None:  # the same signal a collection without labels gets (er status)
+        metrics["model_agreement"] = model_agreement(session, graph, collection, as_of=seq)
     return Scored(coll, int(seq), metrics, leaf_nodes)
 
 

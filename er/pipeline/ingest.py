@@ -10,8 +10,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from er.featurize import FeaturizerConfig, RecordValidator
-from er.pipeline.config import _settle_config
+from er.pipeline.config import _settle_config, check_collection_name
 from er.stores.sql import (
+    find_collection,
     get_or_create_collection,
     lock_collection,
     open_batch,
@@ -60,11 +61,15 @@ def ingest_records(
     -------
     dict
         ``collection``, ``batch_seq``, ``accepted`` (new mentions), ``duplicates``,
-        ``rejected`` and the first ``reasons``.
+        ``rejected``, the first ``reasons``, and ``field_types`` (field -> type) when
+        this batch created the collection (None otherwise).
     """
+    if find_collection(session, collection) is None:
+        check_collection_name(collection)  # names of collections made before stand
     coll = get_or_create_collection(session, collection)
     lock_collection(session, coll.id)
     session.refresh(coll)
+    created = not coll.config.get("featurizer")
     cfg = _settle_config(coll, records, id_field, gold_field, config)
     validator = _validator(json.dumps(cfg["featurizer"], sort_keys=True), cfg["id_field"])
     batch = open_batch(session, coll.id)
@@ -98,6 +103,8 @@ def ingest_records(
         "duplicates": duplicates,
         "rejected": batch.n_rejected,
         "reasons": [r["reason"] for r in rejected[:20]],
+        # a new collection's inferred types, for the user to see and override
+        "field_types": cfg.get("field_types") if created else None,
     }
 
 

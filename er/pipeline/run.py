@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from er.exceptions import ERError
+from er.pipeline.agreement import model_agreement
 from er.pipeline.confidence import mention_confidence
 from er.pipeline.cut import change_cut, cut_from_gold
 from er.pipeline.evaluate import evaluate_collection, score_collection
@@ -153,21 +154,27 @@ def run_lineage(
             return explain_pair(session, graph, collection, mentions[0], mentions[1], as_of=as_of)
 
 
-def run_status(settings: Any, collection: str | None = None) -> list[dict[str, Any]]:
-    """``collection_status`` of one collection, or of every collection (``er status``)."""
-    from er.stores.sql import Collection, make_engine
+def run_status(
+    settings: Any, collection: str | None = None, agreement: bool = True
+) -> list[dict[str, Any]]:
+    """``collection_status`` of one collection, or of every collection (``er status``),
+    each with its ``model_agreement`` (the gold-free signal; ``agreement`` False leaves
+    it out, and the graph unopened)."""
+    from er.stores.sql import Collection
 
-    engine = make_engine(settings.sqlalchemy_url)
-    try:
-        with _transient_sql(), Session(engine) as session:
-            names = (
-                [collection]
-                if collection is not None
-                else list(session.scalars(select(Collection.name).order_by(Collection.id)))
-            )
-            return [collection_status(session, name) for name in names]
-    finally:
-        engine.dispose()
+    engine = _engine(settings)
+    with _transient_sql(), Session(engine) as session:
+        names = (
+            [collection]
+            if collection is not None
+            else list(session.scalars(select(Collection.name).order_by(Collection.id)))
+        )
+        rows = [collection_status(session, name) for name in names]
+        if agreement:
+            _, graph = _stores(settings)
+            for row in rows:
+                row["model_agreement"] = model_agreement(session, graph, row["collection"])
+        return rows
 
 
 def run_cluster(

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from er._checkpoint import RowLog, attach, detached, dump_temp, save_rows
+from er._checkpoint import RowLog, attach, detached, dump_temp, safe_load, save_rows
 from er.ann import KeyIndex
 from er.entities import ArrayLedger, EntityLedger
 from er.exceptions import ERError
@@ -75,8 +75,14 @@ def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
     """The last checkpoint, or a fresh core. The file is er's own (in the data dir)."""
     if not path.exists():
         return _State(seq=0, core=_make_core(config["algorithm"], dict(config["params"])))
-    with path.open("rb") as f:
-        state = pickle.load(f)  # er's own file under the data dir, never user input
+    try:
+        with path.open("rb") as f:
+            state = safe_load(f)  # er's and numpy's classes alone: no code runs
+    except (pickle.UnpicklingError, AttributeError, EOFError, ImportError) as exc:
+        raise ERError(
+            f"{path}: not a checkpoint er can read ({exc}); move it away to rebuild the "
+            "collection from its stored mentions."
+        ) from None
     if not isinstance(state, _State):
         raise ERError(f"{path}: not an er checkpoint; move it away to rebuild the collection.")
     if not hasattr(state, "ledger"):  # a checkpoint from before stable entity ids
@@ -99,7 +105,7 @@ def _prepare_state(path: Path, state: _State) -> Path:
     """Append the new rows of the big matrices and write the pickle's temporary file;
     return it for :func:`er._checkpoint.commit_temp`. Until then the old checkpoint
     stands (its row counts ignore the rows appended past them)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     before = state.rows_saved
     with detached(state, _ROW_LOGS) as rows:
         for log in _ROW_LOGS:

@@ -214,6 +214,28 @@ def _records_table(detail: Mapping[str, Any]) -> str:
     )
 
 
+def _agreement_section(a: Mapping[str, Any] | None) -> str:
+    """The gold-free signal: the entities against the pair model (er.pipeline.agreement)."""
+    if not a:
+        return ""
+
+    def share(value: float | None) -> str:
+        return "none" if value is None else f"{value:.1%}"
+
+    cut = a["cut"]
+    sample = "a sample of " if a["sampled"] else "all "
+    return f"""<h2>Entities against the pair model (no gold needed)</h2>
+<table id="model-agreement"><tr><th>pairs</th><th>how many</th><th>share</th></tr>
+<tr><td>inside one entity, scored under {cut:g} (improbable)</td>
+<td>{a["inside_pairs"]:,} ({sample}pairs inside entities)</td>
+<td>{share(a["inside_improbable"])}</td></tr>
+<tr><td>candidates across two entities, scored {cut:g} or more (probable)</td>
+<td>{a["across_pairs"]:,}</td><td>{share(a["across_probable"])}</td></tr></table>
+<p>Scored by the pair model version {a["model_version"]} at {a["population"]:,} mentions.
+A high share inside means entities hold records the model calls different; across, that
+the hierarchy keeps apart records the model calls one.</p>"""
+
+
 def render_report(
     run: Mapping[str, Any],
     history: Sequence[Mapping[str, Any]],
@@ -272,6 +294,7 @@ algorithm {html.escape(str(run["algorithm"]))}, entity cut at score {metrics["th
 {metrics["n_points"]} mentions, {metrics["n_entities"]} entities
 ({metrics["n_gold_entities"]} in gold). Run at {html.escape(str(run["created_at"]))}.</p>
 <h2>Headline</h2><table id="headline"><tr>{th}</tr>{_headline_rows(metrics, previous)}</table>
+{_agreement_section(metrics.get("model_agreement"))}
 <h2>Plots</h2>{figures}
 <h2>Largest false merges</h2>
 <table id="false-merges"><tr>{err_th}</tr>

@@ -521,6 +521,16 @@ def test_near_edges_between_two_sides(store: GraphStore, collection: str) -> Non
     assert store.near_between(collection, [0], [1], as_of=0) == []
 
 
+def test_near_edges_of_a_set_of_mentions(store: GraphStore, collection: str) -> None:
+    _entity_history(store, collection)  # NEAR (0, 1, 0.9) both ways, (2, 3, 0.8), (1, 2, 0.6)
+    rows = store.near_of(collection, [1])
+    assert [(a, b) for a, b, _ in rows] == [(1, 0), (1, 2)]  # either direction, once
+    assert [sim for _, _, sim in rows] == pytest.approx([0.9, 0.6])
+    every = {(a, b) for a, b, _ in store.near_of(collection, [0, 1, 2, 3])}
+    assert every == {(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2)}
+    assert store.near_of(collection, [0, 1], as_of=0) == []
+
+
 def test_entity_rows_naming_unknown_mentions_write_nothing(
     store: GraphStore, collection: str
 ) -> None:

@@ -145,6 +145,7 @@ RECIPES: dict[str, Callable[[GraphStore], object]] = {
     "memberships": lambda s: s.memberships("people", as_of=2),
     "mention_history": lambda s: s.mention_history("people", "rec-2"),
     "near_between": lambda s: s.near_between("people", [0, 1], [2], as_of=2, limit=3),
+    "near_of": lambda s: s.near_of("people", [0, 1], as_of=2),
     "delete_collection": lambda s: s.delete_collection("people"),
     "close": lambda s: None,  # sends nothing
 }

@@ -439,6 +439,21 @@ class GraphStore(ABC):
             return self._read(cy.from_key("near_between"), params)
 
     @final
+    def near_of(
+        self, collection: str, nodes: Sequence[int], *, as_of: int | None = None
+    ) -> list[tuple[int, int, float]]:
+        """Every stored k-NN (``NEAR``) edge of the given mention nodes, either
+        direction: ``(node, neighbour, sim)``, by node then neighbour."""
+        params = {
+            "collection": collection,
+            "left": [cy.node_key(collection, int(i)) for i in nodes],  # cy.from_key
+            "as_of": _check_as_of(as_of),
+        }
+        with self._operation("near_of"):
+            rows = self._read(cy.from_key("near_of"), params)
+        return [(int(r["left"]), int(r["right"]), float(r["sim"])) for r in rows]
+
+    @final
     def structure(self, collection: str, as_of: int | None = None) -> Structure:
         """All nodes (with their attributes then) and parent edges of a collection as of
         batch ``as_of`` (None: now), read window by window into columns."""

@@ -200,7 +200,7 @@ class EmbeddedFalkorDB:
         """Take the data dir's lock and start the server; return self."""
         if self._proc is not None:
             return self
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         previous = self._take_lock()
         try:
             _wait_gone(previous.get("server_pid"), self.dir, self.startup_timeout)

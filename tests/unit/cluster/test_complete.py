@@ -43,9 +43,17 @@ def _entity_and_neighbours(seed: int) -> np.ndarray:
     return X[rng.permutation(X.shape[0])].astype(np.float32)
 
 
-def _fed(X: np.ndarray, **params: Any) -> MBSCC:
+def _fed(X: np.ndarray, asked: list[np.ndarray] | None = None, **params: Any) -> MBSCC:
+    """MBSCC over X in batches of 25, every pair scored by its cosine; each pair asked
+    of the scorer is appended to ``asked`` as a (2, p) array."""
     m = MBSCC(**LEVELS, linkage="average", k=8, marking="components", exact_levels=True, **params)
-    scores = _cosines(X)
+    cosines = _cosines(X)
+
+    def scores(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        if asked is not None:
+            asked.append(np.stack([left, right]))
+        return cosines(left, right)
+
     for at in range(0, X.shape[0], 25):
         m.partial_fit(X[at : at + 25], pair_scores=scores)
     return m
@@ -73,6 +81,52 @@ def test_an_entity_past_the_budget_is_hacs_cluster_at_the_cut(seed: int, monkeyp
     assert _partition(completed.hierarchy_.cut(CUT_LEVEL)) == hac
     budget_only = _fed(X, complete_max=130).hierarchy_
     assert max(len(c) for c in _partition(budget_only.cut(CUT_LEVEL))) < 60
+
+
+def _entities_apart(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One entity of 120 points and 20 of 3 to 5, each about its own direction of 64
+    with a share of one common direction: cosine about 0.8 inside an entity, about
+    0.1 across (under the cut, over the floor: one floor component); shuffled. The
+    points (n, 64) and each one's entity (n,)."""
+    rng = np.random.default_rng(seed)
+    common = np.zeros(64)
+    common[0] = 1.0
+    rows, entity = [], []
+    for e in range(21):
+        own = np.zeros(64)
+        own[1 + e] = 1.0
+        for _ in range(120 if e == 0 else int(rng.integers(3, 6))):
+            rows.append(0.4 * common + own + 0.06 * rng.normal(size=64))
+            entity.append(e)
+    order = rng.permutation(len(rows))
+    return np.array(rows)[order].astype(np.float32), np.array(entity)[order]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_cut_components_completed_give_hacs_clusters_at_the_cut(seed: int) -> None:
+    """Completed inside the components of the list edges at the cut
+    (``complete_within``) instead of the floor component (every point, past the
+    budget): each entity's component fits the budget, every pair of it is scored, and
+    the clusters at the cut are scipy's HAC over every pair, with no pass around the
+    cut. No pair across two entities is scored (the floor component's completion asks
+    for them)."""
+    X, entity = _entities_apart(seed)
+    V = X / np.linalg.norm(X, axis=1, keepdims=True)
+    every_pair = np.clip(V @ V.T, 0.0, 1.0)
+    np.fill_diagonal(every_pair, 0.0)
+    across = every_pair[(every_pair < 0.5) & (every_pair > 0)]
+    assert 0.05 < np.median(across) < 0.3
+    hac = _scipy_cut(every_pair, "average", CUT)
+    assert max(len(c) for c in hac) == 120  # the oracle keeps the entity whole
+    asked: list[np.ndarray] = []
+    within = _fed(X, complete_max=130, complete_within=CUT, asked=asked).hierarchy_
+    assert _partition(within.cut(CUT_LEVEL)) == hac
+    pairs = np.concatenate(asked, axis=1)
+    assert pairs.shape[1] > 7_000 and (entity[pairs[0]] == entity[pairs[1]]).all()
+    asked.clear()
+    _fed(X, complete_max=130, asked=asked)
+    pairs = np.concatenate(asked, axis=1)
+    assert (entity[pairs[0]] != entity[pairs[1]]).any()
 
 
 @st.composite

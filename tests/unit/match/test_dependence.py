@@ -242,3 +242,41 @@ def test_a_model_of_more_fields_than_a_key_holds_trains_without_the_correction()
     assert model.dependence == {}
     p = model.probability(table, *cand)
     assert np.isfinite(p).all() and (p > 0.5).all()
+
+
+def test_a_households_shared_place_is_corrected_as_one_block() -> None:
+    """Households whose names and dates agree or not at random (8 whole patterns, some
+    of them matches' own): the whole-pattern correction cannot tell most of them, the
+    shared block (address and postcode) can. Its bits are the generator's rate of
+    non-matches agreeing on the block against independence, on every pattern whose
+    block agrees."""
+    n, prior, households = 500_000, 1e-3, 1e-3
+    rng = np.random.default_rng(3)
+    levels, is_match = _population(n, prior, 0.0, seed=4)
+    homes = rng.random(n) < households / (1 - prior)
+    homes &= ~is_match
+    levels[homes, :3] = 1 + (rng.random((int(homes.sum()), 3)) < 0.5)
+    levels[homes, 3:] = 2
+    m = [*M, PLACE_M, PLACE_M]
+    u = [*U, PLACE_U, PLACE_U]
+    shared = [3, 4]
+    bits = fit_dependence(
+        count_patterns(levels),
+        levels,
+        is_match.astype(float),
+        m,
+        u,
+        prior,
+        field_blocks(KINDS),
+        shared,
+    )
+    rate = (
+        homes.mean() + (1 - prior - homes.mean()) * PLACE_U[2] ** 2
+    )  # non-matches, block agreeing
+    want = np.log2(PLACE_U[2] ** 2 / (rate / (1 - prior)))
+    assert want < -5
+    for names in ([2, 2, 2], [2, 2, 1], [1, 2, 1], [1, 1, 1]):
+        got = bits.get(_key([*names, 2, 2]), 0.0)
+        assert got <= want + 0.3  # the block's bits, and the whole pattern's on top
+    assert bits.get(_key([2, 2, 2, 2, 2]), 0.0) == pytest.approx(want, abs=0.3)
+    assert _key([2, 2, 2, 1, 1]) not in bits  # a match that moved

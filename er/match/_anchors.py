@@ -1,0 +1,75 @@
+"""Anchor pairs: the candidates each field's m is counted on in EM (issue #53).
+
+Non-matches that agree on many fields at once (a household: one surname, address,
+phone and e-mail; twins; a junior) look like matches to EM, which then learns that
+matches disagree on given name, date of birth and id: a third to a half of its
+"matches" did (issue #53). So each field's m is counted on anchor pairs only: pairs
+that agree exactly on ANCHOR_FIELDS personal fields other than it (a name, a date,
+an id: PERSONAL_KINDS), which such relatives do not share together. Splink's way of
+training each comparison on pairs blocked on other fields, with the blocks chosen by
+type. A field with fewer than MIN_ANCHOR_MATCHES expected matches among its anchors
+keeps the posterior-weighted count over every candidate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["anchor_pairs", "anchored", "personal_agreement"]
+
+PERSONAL_KINDS = frozenset({"person_name", "date", "identifier"})
+ANCHOR_FIELDS = 2
+MIN_ANCHOR_MATCHES = 20.0
+
+
+def anchor_pairs(
+    levels: NDArray[np.int8], kinds: Sequence[str], n_levels: Sequence[int]
+) -> list[NDArray[np.bool_] | None]:
+    """Per field, the candidates that agree exactly on ANCHOR_FIELDS personal fields
+    other than it (PERSONAL_KINDS; as many as there are, when fewer); None for a
+    field with no other personal field.
+
+    Parameters
+    ----------
+    levels : ndarray of int8, shape (p, n_fields)
+        The candidates' levels (the last of each ladder is exact agreement).
+    kinds : sequence of str, length n_fields
+    n_levels : sequence of int, length n_fields
+        Levels of each field's ladder.
+    """
+    personal = [f for f, k in enumerate(kinds) if k in PERSONAL_KINDS]
+    exact = levels == np.asarray(n_levels, np.int8)[None, :] - 1
+    out: list[NDArray[np.bool_] | None] = []
+    for f in range(len(kinds)):
+        others = [g for g in personal if g != f]
+        if not others:
+            out.append(None)
+            continue
+        agree = exact[:, others].sum(axis=1)
+        out.append(agree >= min(ANCHOR_FIELDS, len(others)))
+    return out
+
+
+def personal_agreement(anchors: list[NDArray[np.bool_] | None]) -> NDArray[np.float64]:
+    """(p,) 1 for a candidate that agrees on ANCHOR_FIELDS personal fields (the anchors
+    of a field that is not personal itself, or the widest of them), else 0."""
+    masks = [a for a in anchors if a is not None]
+    if not masks:
+        return np.ones(1)
+    out: NDArray[np.float64] = np.logical_or.reduce(masks).astype(np.float64)
+    return out
+
+
+def anchored(
+    post: NDArray[np.float64], anchors: list[NDArray[np.bool_] | None] | None, f: int
+) -> NDArray[np.float64]:
+    """(p,) the weights field ``f``'s m is counted with: the posterior on its anchors,
+    or on every candidate when those hold too few matches."""
+    mask = None if anchors is None else anchors[f]
+    if mask is None:
+        return post
+    weight = np.where(mask, post, 0.0)
+    return weight if weight.sum() >= MIN_ANCHOR_MATCHES else post

@@ -1,0 +1,138 @@
+"""Type inference from headers a user's export may carry, and from values alone (#53)."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from er.featurize._types import header_words, infer_field_types
+
+SURNAMES = ["smith", "Nguyen", "kowalski", "O'Brien", "van dyke", "LEE", "garcia", "Müller"]
+GIVEN = ["john", "Mary", "haruhiko", "Seok Ju", "ANNA", "li", "jean-luc", "ola"]
+CITIES = ["springfield", "Yokohama", "new york", "suwon-si", "paris", "leeds"]
+SENTENCES = [
+    "Recording apparatus with compensation for variations in paper feeding speed",
+    "Cryogenic cooling apparatus and connecting structure for a superconducting cable",
+    "Method of forming a semiconductor device having a strained channel region",
+    "A system for ranking search results using the click history of earlier users",
+]
+
+# one concept, many spellings: (words of the concept, its type)
+CONCEPTS = {
+    ("last", "name"): "person_name",
+    ("surname",): "person_name",
+    ("lname",): "person_name",
+    ("family", "name"): "person_name",
+    ("name", "last"): "person_name",
+    ("first", "name"): "person_name",
+    ("given", "name"): "person_name",
+    ("name", "first"): "person_name",
+    ("fname",): "person_name",
+    ("forename",): "person_name",
+    ("middle", "initial"): "person_name",
+    ("date", "of", "birth"): "date",
+    ("birth", "date"): "date",
+    ("dob",): "date",
+    ("email",): "email",
+    ("e", "mail"): "email",
+    ("phone", "number"): "phone",
+    ("mobile",): "phone",
+    ("zip", "code"): "postcode",
+    ("postcode",): "postcode",
+    ("street", "address"): "address",
+    ("city",): "place",
+    ("suburb",): "place",
+    ("ssn",): "identifier",
+    ("company", "name"): "org_name",
+    ("assignee",): "org_name",
+}
+VALUES = {
+    "person_name": SURNAMES + GIVEN,
+    "date": ["1994-05-06", "06/05/1994", "19940506", "6 May 1994"],
+    "email": ["a.b@example.com", "x@y.org"],
+    "phone": ["0405 771 490", "+61 405 771 490"],
+    "postcode": ["2600", "98101"],
+    "address": ["179 lake road", "12 high st"],
+    "place": CITIES,
+    "identifier": ["883-58-1631", "123456789"],
+    "org_name": ["Acme Widgets Inc", "Canon Kabushiki Kaisha", "Agilent Technologies, Inc."],
+}
+
+
+def _spell(words: tuple[str, ...], style: str, prefix: str) -> str:
+    parts = ([prefix] if prefix else []) + list(words)
+    if style == "snake":
+        return "_".join(parts)
+    if style == "upper":
+        return "_".join(parts).upper()
+    if style == "camel":
+        return parts[0] + "".join(p.title() for p in parts[1:])
+    if style == "pascal":
+        return "".join(p.title() for p in parts)
+    if style == "spaced":
+        return " ".join(p.title() for p in parts)
+    if style == "dotted":
+        return ".".join(parts)
+    return "-".join(parts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    concept=st.sampled_from(sorted(CONCEPTS)),
+    style=st.sampled_from(["snake", "upper", "camel", "pascal", "spaced", "dotted", "kebab"]),
+    prefix=st.sampled_from(["", "inventor", "applicant", "raw", "customer", "patient"]),
+    seed=st.integers(0, 2**16),
+)
+def test_header_variants_give_the_concepts_type(
+    concept: tuple[str, ...], style: str, prefix: str, seed: int
+) -> None:
+    kind = CONCEPTS[concept]
+    header = _spell(concept, style, prefix)
+    rng = random.Random(seed)
+    records = [{header: rng.choice(VALUES[kind])} for _ in range(50)]
+    assert infer_field_types(records, [header]) == {header: kind}, header
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(30, 300))
+def test_values_alone_tell_the_type(seed: int, n: int) -> None:
+    """Headers that say nothing ("col1" ...): the values decide."""
+    rng = random.Random(seed)
+    columns = {
+        "col1": ("person_name", lambda: rng.choice(SURNAMES) + rng.choice(["", "s", "er", "a"])),
+        "col2": ("text", lambda: rng.choice(SENTENCES) + f" {rng.randrange(10**6)}"),
+        "col3": ("date", lambda: f"{rng.randrange(1, 29):02d}/{rng.randrange(1, 13):02d}/1987"),
+        "col4": ("email", lambda: f"user{rng.randrange(10**5)}@mail.com"),
+        "col5": ("category", lambda: rng.choice(["red", "green", "blue"])),
+        "col6": (
+            "text",  # a firm and its address in one string: free text, not a firm name
+            lambda: (
+                f"{rng.choice(VALUES['org_name'])}, {rng.randrange(1, 9999)} High Drive, "
+                f"{rng.choice(CITIES)}"
+            ),
+        ),
+    }
+    records = [{c: make() for c, (_, make) in columns.items()} for _ in range(n)]
+    got = infer_field_types(records, list(columns))
+    assert got == {c: kind for c, (kind, _) in columns.items()}
+
+
+def test_a_sentence_column_under_a_category_header_is_text() -> None:
+    """A patent's "title" is free text, a person's "title" ("Dr") a category."""
+    rng = random.Random(0)
+    records = [
+        {"patent_title": rng.choice(SENTENCES) + f" {i}", "title": rng.choice(["mr", "dr", "ms"])}
+        for i in range(100)
+    ]
+    assert infer_field_types(records, ["patent_title", "title"]) == {
+        "patent_title": "text",
+        "title": "category",
+    }
+
+
+def test_header_words() -> None:
+    assert header_words("inventorNameLast") == "inventor_name_last"
+    assert header_words(" Inventor Name-Last ") == "inventor_name_last"
+    assert header_words("applicant.LAST_NAME") == "applicant_last_name"

@@ -1,0 +1,76 @@
+"""Anchor pairs (er.match._anchors): each field's m counted on pairs that agree on other
+personal fields, so that households EM takes for matches do not teach it that matches
+disagree on birth dates and given names (issue #53).
+
+Oracles: a brute-force reading of the rule, and the m that generated the levels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from er.match._anchors import ANCHOR_FIELDS, PERSONAL_KINDS, anchor_pairs
+from er.match._train import _fit_em
+
+KINDS = ["person_name", "person_name", "date", "identifier", "address", "place", "postcode"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    kinds=st.lists(
+        st.sampled_from(["person_name", "date", "identifier", "address", "email", "text"]),
+        min_size=1,
+        max_size=6,
+    ),
+    seed=st.integers(0, 2**16),
+)
+def test_anchors_are_the_rules_pairs(kinds: list[str], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n_levels = rng.integers(3, 6, len(kinds))
+    levels = np.stack([rng.integers(0, k, 50) for k in n_levels], axis=1).astype(np.int8)
+    got = anchor_pairs(levels, kinds, n_levels.tolist())
+    for f in range(len(kinds)):
+        others = [g for g, k in enumerate(kinds) if k in PERSONAL_KINDS and g != f]
+        if not others:
+            assert got[f] is None
+            continue
+        need = min(ANCHOR_FIELDS, len(others))
+        want = [sum(levels[p, g] == n_levels[g] - 1 for g in others) >= need for p in range(50)]
+        assert got[f].tolist() == want
+
+
+def _households(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Candidate levels (missing 0, far 1, exact 2) of 4,000 matching pairs (a birth
+    date, an id or a given name far 2% of the time, a place 10%: moves) and 3,000
+    household pairs (one surname and place, every personal field but the surname far),
+    and the u of each field."""
+    m_far = np.array([0.02, 0.02, 0.02, 0.02, 0.1, 0.1, 0.1])
+    matches = 1 + (rng.random((4_000, 7)) >= m_far)
+    homes = np.tile(np.array([1, 2, 1, 1, 2, 2, 2]), (3_000, 1))
+    levels = np.r_[matches, homes].astype(np.int8)
+    is_match = np.r_[np.ones(4_000, bool), np.zeros(3_000, bool)]
+    u = [np.array([1.0, 0.999, 0.001])] * 7
+    return levels, is_match, u
+
+
+def test_anchored_m_of_a_birth_date_is_the_matches_own() -> None:
+    """Without anchors EM takes the households for matches: a third of its "matches"
+    disagree on the birth date. Counted on pairs that agree on two other personal
+    fields (given name and id, which households do not share), m(far) is the matches'
+    2%."""
+    levels, _, u = _households(np.random.default_rng(0))
+    start = [np.array([1.0, 0.1, 0.9])] * 7
+    total = 50_000_000
+    plain, _, _ = _fit_em(levels, start, u, total)
+    anchors = anchor_pairs(levels, KINDS, [3] * 7)
+    anchored, _, _ = _fit_em(levels, start, u, total, anchors=anchors)
+    dob = KINDS.index("date")
+    assert plain[dob][1] > 0.3
+    assert anchored[dob][1] == pytest.approx(0.02, abs=0.01)
+    assert anchored[0][1] == pytest.approx(0.02, abs=0.01)  # the given name alike
+    # the surname and the place, which households share, are counted on anchors too
+    assert anchored[1][1] == pytest.approx(0.02, abs=0.01)
+    assert anchored[4][1] == pytest.approx(0.1, abs=0.02)
