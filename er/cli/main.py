@@ -193,7 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("worker", help="a Celery worker for er's tasks")
-    p.add_argument("--collection", action="append", default=[])
+    p.add_argument(
+        "--collection",
+        action="append",
+        default=[],
+        help="also consume the queue er.C (repeatable): for routing one collection's "
+        "tasks to this worker yourself; er queues nothing there",
+    )
     p.add_argument(
         "--ingesters",
         type=int,

@@ -20,6 +20,8 @@ __all__ = ["NORMALISERS", "normalise", "read_date"]
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
 _SPACES = re.compile(r"\s+")
 _NON_ALNUM = re.compile(r"[^0-9A-Za-z]")
+# letters written with dots ("L.L.C.", "S.p.A.", "N.V."): one word, so a legal form is seen
+_INITIALS = re.compile(r"\b(?:[A-Za-z]\.){2,}")
 _TITLES = frozenset({"mr", "mrs", "ms", "miss", "dr", "prof", "sir", "mx"})
 _ORG_SUFFIXES = frozenset(
     [
@@ -125,11 +127,13 @@ def normalise_person_name(value: Any) -> str | None:
 
 
 def normalise_org_name(value: Any) -> str | None:
-    """ "ACME Widgets, Inc." -> "acme widgets"; "&" reads "and"; legal forms dropped.
+    """ "ACME Widgets, Inc." -> "acme widgets"; "&" reads "and"; legal forms dropped,
+    dotted ones too ("Acme L.L.C.", "Fiat S.p.A.").
 
     A name made only of a legal form keeps it ("AG" stays "ag").
     """
-    words = _fold(str(value).replace("&", " and ")).split()
+    text = _INITIALS.sub(lambda m: m.group(0).replace(".", ""), str(value))  # "L.L.C." -> "LLC"
+    words = _fold(text.replace("&", " and ")).split()
     kept = [w for w in words if w not in _ORG_SUFFIXES]
     return " ".join(kept or words) or None
 

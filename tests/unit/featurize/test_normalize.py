@@ -66,6 +66,10 @@ def test_names_addresses_and_organisations() -> None:
     assert normalise("org_name", "ACME Widgets, Inc.") == "acme widgets"
     assert normalise("org_name", "Smith & Sons Ltd") == "smith and sons"
     assert normalise("org_name", "AG") == "ag"
+    # legal forms written with dots are legal forms too (issue #55)
+    assert normalise("org_name", "Acme Widgets L.L.C.") == "acme widgets"
+    assert normalise("org_name", "Fiat S.p.A.") == normalise("org_name", "Fiat SpA") == "fiat"
+    assert normalise("org_name", "J. R. Smith Co.") == "j r smith"  # initials stay
     assert normalise("email", " Anne.Hill@Example.COM ") == "anne.hill@example.com"
     assert normalise("email", "anne.hill") is None
     assert normalise("person_name", "   ") is None
