@@ -180,12 +180,13 @@ def dump_temp(path: Path, obj: Any) -> Path:
     return tmp
 
 
-# What a checkpoint may name when it is read (:func:`safe_load`): the classes of er's
-# pure packages and of numpy and scipy's arrays, and the few functions their pickles
-# rebuild arrays with. Anything else (os.system, builtins.eval, a class whose
-# constructor reaches a store) stops the load: whoever can write the data dir must not
-# run code as the worker.
-_SAFE_PACKAGES = ("er.cluster", "er.ann", "er.match", "er.featurize", "er.entities")
+# What a checkpoint may name when it is read (:func:`safe_load`): the classes defined in
+# er's pure packages (its cores, index, pair model, ledger and the state itself), numpy's
+# and scipy's array classes by name, and the few functions their pickles rebuild arrays
+# with. Anything else (os.system, builtins.eval, numpy.memmap, a name with a dot that
+# would walk to an imported module) stops the load before any module is imported:
+# whoever can write the data dir must not run code as the worker.
+_SAFE_PACKAGES = ("er.cluster", "er.ann", "er.match", "er.entities")
 _SAFE_MODULES = frozenset({"er.delta", "er.pipeline.state", "er._arrays"})
 _SAFE_CALLABLES = frozenset(
     {
@@ -198,7 +199,7 @@ _SAFE_CALLABLES = frozenset(
         ("builtins", "complex"),
         ("builtins", "bytearray"),
         ("collections", "OrderedDict"),
-        ("collections", "defaultdict"),
+        ("er.pipeline", "_State"),  # checkpoints pickled before er/pipeline.py was split
         ("numpy", "dtype"),
         ("numpy", "ndarray"),
         *(
@@ -213,28 +214,38 @@ _SAFE_CALLABLES = frozenset(
         ("numpy.random._pickle", "__generator_ctor"),
         ("numpy.random._pickle", "__bit_generator_ctor"),
         ("numpy.random._pickle", "__randomstate_ctor"),
+        ("numpy.random._pcg64", "PCG64"),
+        ("numpy.random._mt19937", "MT19937"),
+        ("numpy.random._philox", "Philox"),
+        ("numpy.random._sfc64", "SFC64"),
+        ("numpy.random.bit_generator", "SeedSequence"),
+        ("numpy.random._generator", "Generator"),
+        *(
+            (f"scipy.sparse._{fmt}", f"{fmt}_{kind}")
+            for fmt in ("csr", "csc", "coo", "lil", "dok", "bsr", "dia")
+            for kind in ("array", "matrix")
+        ),
     }
 )
 
 
 class _SafeUnpickler(pickle.Unpickler):
-    """An unpickler that finds only what :data:`_SAFE_CALLABLES` and the safe modules'
-    classes name."""
+    """An unpickler that finds only :data:`_SAFE_CALLABLES` and the classes defined in
+    er's safe modules; it refuses before importing anything else."""
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _SAFE_CALLABLES:
-            return super().find_class(module, name)
-        safe_module = (
-            module in _SAFE_MODULES
-            or module in _SAFE_PACKAGES
-            or module.startswith(tuple(p + "." for p in _SAFE_PACKAGES))
-        )
-        numeric = module.startswith(("numpy.", "scipy.sparse.")) or module == "numpy"
-        if safe_module or numeric:
-            found = super().find_class(module, name)
-            # classes only: a function of those modules is not a constructor
-            if isinstance(found, type):
-                return found
+        if "." not in name:
+            if (module, name) in _SAFE_CALLABLES:
+                return super().find_class(module, name)
+            if (
+                module in _SAFE_MODULES
+                or module.startswith(tuple(p + "." for p in _SAFE_PACKAGES))
+                or module in _SAFE_PACKAGES
+            ):
+                found = super().find_class(module, name)
+                # a class er defines there: not a function, not a name it imported
+                if isinstance(found, type) and found.__module__ == module:
+                    return found
         raise pickle.UnpicklingError(f"a checkpoint may not name {module}.{name}")
 
 

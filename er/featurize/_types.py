@@ -34,28 +34,37 @@ FIELD_TYPES = (
 # Field-name patterns over the header's words joined by "_" (camelCase, spaces, dots
 # and hyphens split: "inventorNameLast" -> "inventor_name_last"), first match wins. A
 # name says more than a few values do: "soc_sec_id" holds digits like a phone would,
-# "postcode" digits like an id. Each pattern matches whole words.
+# "postcode" digits like an id. Each kind has stems found anywhere ("homephone",
+# "streetaddress") and short words found only whole ("id", "no", "on" last), which
+# inside other words mean nothing ("video", "phonetic"... "name_on_card").
 _NAME_PART = r"(first|given|fore|last|sur|family|middle|maiden|nick)"
-_BY_NAME: tuple[tuple[str, str], ...] = (
-    (r"e_?mail", "email"),
-    (r"phone|mobile|cell|tel(ephone)?|fax", "phone"),
-    (r"birth|dob|date|dt|on", "date"),
-    (r"post_?code|zip(_?code)?|postal(_code)?", "postcode"),
+_BY_NAME: tuple[tuple[str, str, str], ...] = (
+    (r"e_?mail", r"", "email"),
+    (r"phone|mobile|telephone|fax", r"tel|cell", "phone"),
+    (r"birth|date", r"dob|dt$|on$", "date"),
+    (r"post_?code|zip|postal", r"", "postcode"),
     (
-        rf"{_NAME_PART}_?names?|names?_{_NAME_PART}|surname|[flm]name|forename|maiden"
-        r"|middle(_initial)?|initials?",
+        rf"{_NAME_PART}_?names?|names?_{_NAME_PART}|surname|forename|maiden|initials",
+        r"[flm]name|middle|initial",
         "person_name",
     ),
-    (r"assignee|company|organi[sz]ation|employer|firm|org|business|vendor|merchant", "org_name"),
-    (r"street|address|addr|address_?\d", "address"),
-    (r"suburb|city|town|locality|county|district|municipality", "place"),
-    (r"state|country|region|province|sex|gender|title|status|type|kind|category", "category"),
-    (r"ssn|soc_?sec|passport|licen[cs]e|nin|tax|id|code|number|no|num", "identifier"),
-    (r"age|amount|price|count|height|weight|latitude|longitude|lat|lon|lng", "number"),
+    (
+        r"assignee|company|organi[sz]ation|employer|business|vendor|merchant",
+        r"firm|org",
+        "org_name",
+    ),
+    (r"street|address|addr", r"", "address"),
+    (r"suburb|city|town|locality|county|district|municipality", r"", "place"),
+    (r"state|country|region|province|gender|status|category", r"sex|title|type|kind", "category"),
+    (r"ssn|soc_?sec|passport|licen[cs]e|tax", r"nin|id|code|number|no|num", "identifier"),
+    (r"amount|price|count|height|weight|latitude|longitude", r"age|lat|lon|lng", "number"),
 )
-# A "name" alone (or ending a header: "author_name", "applicant_name") is a person's
-# unless its values say otherwise (_org_or_person).
-_PLAIN_NAME = re.compile(r"(^|_)(full_?)?names?$")
+# A "name" alone, or a person's ("author_name", "inventor name"), is a person's name
+# unless its values say otherwise (_checked); "user_name" or "file_name" are not.
+_PLAIN_NAME = re.compile(
+    r"^((author|inventor|applicant|customer|client|patient|person|contact|owner|holder|"
+    r"member|employee|student|driver|passenger|guest|full)_?)?names?$"
+)
 _DATE_LIKE = re.compile(
     r"^\s*(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}|\d{8}"
     r"|\d{1,2}\s+[A-Za-z]{3,9}\.?,?\s+\d{2,4}|[A-Za-z]{3,9}\.?\s+\d{1,2},?\s+\d{2,4})\s*$"
@@ -110,8 +119,8 @@ def header_words(name: str) -> str:
 
 def _type_of(name: str, values: list[str]) -> str:
     key = header_words(name)
-    for pattern, kind in _BY_NAME:
-        if re.search(rf"(^|_)({pattern})(_|$)", key):
+    for stems, words, kind in _BY_NAME:
+        if re.search(stems, key) or (words and re.search(rf"(^|_)({words})(_|$)", key)):
             return _checked(kind, values)
     if _PLAIN_NAME.search(key):
         return _checked("person_name", values)
@@ -122,7 +131,14 @@ def _checked(kind: str, values: list[str]) -> str:
     """The header's type, unless the values are plainly another's: sentences are text
     (a "title" of a patent, a "name" holding a firm and its address), a "name" with
     legal or institutional words, or of many words, an organisation's."""
-    if not values or kind in ("date", "email", "phone", "number", "postcode"):
+    if not values:
+        return kind
+    if kind in ("date", "email", "phone"):
+        # a "name_on_card" or a "dt_status" the header misleads on: the values decide
+        sample = values[:2000]
+        read = sum(1 for v in sample if _look(v) == kind)
+        return kind if read >= 0.5 * len(sample) else _type_by_values(values)
+    if kind in ("number", "postcode"):
         return kind
     if _sentences(values):
         return "text"

@@ -14,11 +14,12 @@ keeps the posterior-weighted count over every candidate.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["anchor_pairs", "anchored", "personal_agreement"]
+__all__ = ["Anchors", "anchor_pairs", "anchored", "anchors_of", "personal_agreement"]
 
 PERSONAL_KINDS = frozenset({"person_name", "date", "identifier"})
 ANCHOR_FIELDS = 2
@@ -53,22 +54,40 @@ def anchor_pairs(
     return out
 
 
-def personal_agreement(anchors: list[NDArray[np.bool_] | None]) -> NDArray[np.float64]:
-    """(p,) 1 for a candidate that agrees on ANCHOR_FIELDS personal fields (the anchors
-    of a field that is not personal itself, or the widest of them), else 0."""
-    masks = [a for a in anchors if a is not None]
-    if not masks:
-        return np.ones(1)
-    out: NDArray[np.float64] = np.logical_or.reduce(masks).astype(np.float64)
+def personal_agreement(
+    levels: NDArray[np.int8], kinds: Sequence[str], n_levels: Sequence[int]
+) -> NDArray[np.bool_] | None:
+    """(p,) whether each candidate agrees exactly on ANCHOR_FIELDS personal fields (as
+    many as there are, when fewer): the matches a household's shared block is counted
+    on; None without a personal field."""
+    personal = [f for f, k in enumerate(kinds) if k in PERSONAL_KINDS]
+    if not personal:
+        return None
+    exact = levels[:, personal] == np.asarray(n_levels, np.int8)[personal][None, :] - 1
+    out: NDArray[np.bool_] = exact.sum(axis=1) >= min(ANCHOR_FIELDS, len(personal))
     return out
 
 
-def anchored(
-    post: NDArray[np.float64], anchors: list[NDArray[np.bool_] | None] | None, f: int
-) -> NDArray[np.float64]:
+@dataclass(frozen=True)
+class Anchors:
+    """The candidates EM counts m on: per field (:func:`anchor_pairs`) and for the
+    fields a household shares (:func:`personal_agreement`); None: every candidate."""
+
+    fields: list[NDArray[np.bool_] | None]
+    shared: NDArray[np.bool_] | None
+
+
+def anchors_of(levels: NDArray[np.int8], kinds: Sequence[str], n_levels: Sequence[int]) -> Anchors:
+    """:class:`Anchors` of candidates with ``levels`` (p, n_fields)."""
+    return Anchors(
+        anchor_pairs(levels, kinds, n_levels), personal_agreement(levels, kinds, n_levels)
+    )
+
+
+def anchored(post: NDArray[np.float64], anchors: Anchors | None, f: int) -> NDArray[np.float64]:
     """(p,) the weights field ``f``'s m is counted with: the posterior on its anchors,
     or on every candidate when those hold too few matches."""
-    mask = None if anchors is None else anchors[f]
+    mask = None if anchors is None else anchors.fields[f]
     if mask is None:
         return post
     weight = np.where(mask, post, 0.0)

@@ -61,6 +61,7 @@ MATCH_SHARE_MAX = 0.1  # matches explain less than this share of the pattern's c
 PLACE_KINDS = frozenset({"address", "place", "postcode"})
 # What the members of one household share: a place and its contacts (issue #53).
 SHARED_KINDS = PLACE_KINDS | {"phone", "email"}
+MAX_SHARED = 12  # fields of the shared block at most (4,096 joint patterns)
 # a pattern's key holds one bit per field in an int64: a model of more fields (a wide
 # export, or many free-text fields in four views each) gets no correction at all,
 # rather than keys that wrap around and patterns that collide
@@ -108,6 +109,7 @@ def shared_block(kinds: Sequence[str]) -> list[int]:
     block = [f for f, k in enumerate(kinds) if k in SHARED_KINDS]
     if any(kinds[f] in PLACE_KINDS for f in block):
         block += [f for f, k in enumerate(kinds) if k == "category"]
+    block = block[:MAX_SHARED]  # its 2^B patterns are enumerated: categories go first
     return sorted(block) if len(block) > 1 else []
 
 

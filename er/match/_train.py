@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 
-from er.match._anchors import anchor_pairs, anchored, personal_agreement
+from er.match._anchors import Anchors, anchored, anchors_of
 from er.match._compare import LADDERS
 from er.match._dependence import (
     PatternCounts,
@@ -187,7 +187,7 @@ def train_pair_model(
             n,
             sides,
             blocks,
-            anchor_pairs(cand_levels, kinds, [len(p.m) for p in protos]),
+            anchors_of(cand_levels, kinds, [len(p.m) for p in protos]),
             shared_block(kinds),
         )
         m, u, prior, dependence = fit.m, fit.u, fit.prior, fit.dependence
@@ -233,7 +233,7 @@ def _fit_unsupervised(
     n: int,
     one_sided: Sequence[bool],
     blocks: list[list[int]],
-    anchors: list[NDArray[np.bool_] | None] | None = None,
+    anchors: Anchors | None = None,
     shared: Sequence[int] = (),
 ) -> _Fit:
     """m, u, the prior and the dependence correction without labels (module docstring):
@@ -255,8 +255,8 @@ def _fit_unsupervised(
     one_sided : sequence of bool, one per field
     blocks : list of list of int
         Field blocks of the dependence correction (er.match._dependence.field_blocks).
-    anchors : list of (ndarray of bool, shape (p,)) or None, one per field, optional
-        The candidates each field's m is counted on (er.match._anchors.anchor_pairs).
+    anchors : Anchors, optional
+        The candidates each field's m is counted on (er.match._anchors).
     shared : sequence of int, optional
         The fields a household shares (er.match._dependence.shared_block).
     """
@@ -301,7 +301,7 @@ def _em_rounds(
     fields: tuple[list[list[int]], Sequence[int]],
     start: _Fit | None,
     beyond: float,
-    anchors: list[NDArray[np.bool_] | None] | None = None,
+    anchors: Anchors | None = None,
 ) -> _Fit:
     """EM and the dependence correction in turn, DEPENDENCE_ROUNDS times, from ``start``
     (None: the starting m and no correction), over ``total`` pairs. ``counted``: the
@@ -331,9 +331,9 @@ def _em_rounds(
         # a third of its matches), and would explain them away
         judge = blank_m if round_ == 0 and start is None else m
         among = prior if held is None else _clip_prior(post[held].sum() / max(patterns.n_pairs, 1))
-        anchored = None if anchors is None else post * personal_agreement(anchors)
+        shared_post = None if anchors is None or anchors.shared is None else post * anchors.shared
         dependence = fit_dependence(
-            patterns, cand_levels, post, judge, u, among, blocks, shared, anchored
+            patterns, cand_levels, post, judge, u, among, blocks, shared, shared_post
         )
     return _Fit(m, u, prior, dependence, post)
 
@@ -495,7 +495,7 @@ def _fit_em(
     offset: NDArray[np.float64] | None = None,
     start: list[NDArray[np.float64]] | None = None,
     beyond: float = 0.0,
-    anchors: list[NDArray[np.bool_] | None] | None = None,
+    anchors: Anchors | None = None,
 ) -> tuple[list[NDArray[np.float64]], float, NDArray[np.float64]]:
     """EM for m and the prior with u fixed.
 
@@ -517,7 +517,7 @@ def _fit_em(
         Bits added to each pair's weight (the dependence correction).
     start : list of ndarray, optional
         Starting m other than m0 (a previous fit).
-    anchors : list of (ndarray of bool, shape (p,)) or None, one per field, optional
+    anchors : Anchors, optional
         The candidates each field's m is counted on (er.match._anchors); a field
         whose anchors hold too few expected matches, or None, is counted on every
         candidate.

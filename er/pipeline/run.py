@@ -171,10 +171,21 @@ def run_status(
         )
         rows = [collection_status(session, name) for name in names]
         if agreement:
-            _, graph = _stores(settings)
-            for row in rows:
-                row["model_agreement"] = model_agreement(session, graph, row["collection"])
+            _with_agreement(settings, session, rows)
         return rows
+
+
+def _with_agreement(settings: Any, session: Session, rows: list[dict[str, Any]]) -> None:
+    """Each status row with its ``model_agreement``; a graph that cannot be read leaves
+    it None and says why in one logged line (the rest of the status stands)."""
+    try:
+        _, graph = _stores(settings)
+        for row in rows:
+            row["model_agreement"] = model_agreement(session, graph, row["collection"])
+    except ERError as exc:
+        logger.warning("entities against the pair model not shown: %s", exc)
+        for row in rows:
+            row.setdefault("model_agreement", None)
 
 
 def run_cluster(

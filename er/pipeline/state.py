@@ -6,7 +6,6 @@ beside it as row logs (er/_checkpoint.py): write temp, then rename.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +77,7 @@ def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
     try:
         with path.open("rb") as f:
             state = safe_load(f)  # er's and numpy's classes alone: no code runs
-    except (pickle.UnpicklingError, AttributeError, EOFError, ImportError) as exc:
+    except Exception as exc:  # any malformed or refused pickle: one line, no traceback
         raise ERError(
             f"{path}: not a checkpoint er can read ({exc}); move it away to rebuild the "
             "collection from its stored mentions."

@@ -136,3 +136,29 @@ def test_header_words() -> None:
     assert header_words("inventorNameLast") == "inventor_name_last"
     assert header_words(" Inventor Name-Last ") == "inventor_name_last"
     assert header_words("applicant.LAST_NAME") == "applicant_last_name"
+
+
+def test_run_together_headers_and_misleading_short_words() -> None:
+    """Stems are found inside words ("homephone"), short words only whole: "on" ends a
+    date's header ("created_on"), not "name_on_card", whose values then decide."""
+    rng = random.Random(1)
+    records = [
+        {
+            "streetaddress": f"{rng.randrange(1, 400)} high st",
+            "cityname": rng.choice(CITIES),
+            "homephone": "0405 771 490",
+            "name_on_card": f"{rng.choice(GIVEN)} {rng.choice(SURNAMES)}{i}",
+            "created_on": "2020-01-02",
+            "user_name": f"user{i}",
+            "video_no": f"V{i}",
+        }
+        for i in range(60)
+    ]
+    got = infer_field_types(records, list(records[0]))
+    assert got["streetaddress"] == "address"
+    assert got["cityname"] == "place"
+    assert got["homephone"] == "phone"
+    assert got["created_on"] == "date"
+    assert got["name_on_card"] != "date"
+    assert got["user_name"] != "person_name"
+    assert got["video_no"] == "identifier"

@@ -12,7 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from er.match._anchors import ANCHOR_FIELDS, PERSONAL_KINDS, anchor_pairs
+from er.match._anchors import (
+    ANCHOR_FIELDS,
+    PERSONAL_KINDS,
+    anchor_pairs,
+    anchors_of,
+    personal_agreement,
+)
 from er.match._train import _fit_em
 
 KINDS = ["person_name", "person_name", "date", "identifier", "address", "place", "postcode"]
@@ -40,6 +46,14 @@ def test_anchors_are_the_rules_pairs(kinds: list[str], seed: int) -> None:
         need = min(ANCHOR_FIELDS, len(others))
         want = [sum(levels[p, g] == n_levels[g] - 1 for g in others) >= need for p in range(50)]
         assert got[f].tolist() == want
+    personal = [g for g, k in enumerate(kinds) if k in PERSONAL_KINDS]
+    shared = personal_agreement(levels, kinds, n_levels.tolist())
+    if not personal:
+        assert shared is None
+    else:  # two personal fields agreeing (one when there is one): not one of two
+        need = min(ANCHOR_FIELDS, len(personal))
+        want = [sum(levels[p, g] == n_levels[g] - 1 for g in personal) >= need for p in range(50)]
+        assert shared.tolist() == want
 
 
 def _households(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
@@ -65,7 +79,7 @@ def test_anchored_m_of_a_birth_date_is_the_matches_own() -> None:
     start = [np.array([1.0, 0.1, 0.9])] * 7
     total = 50_000_000
     plain, _, _ = _fit_em(levels, start, u, total)
-    anchors = anchor_pairs(levels, KINDS, [3] * 7)
+    anchors = anchors_of(levels, KINDS, [3] * 7)
     anchored, _, _ = _fit_em(levels, start, u, total, anchors=anchors)
     dob = KINDS.index("date")
     assert plain[dob][1] > 0.3

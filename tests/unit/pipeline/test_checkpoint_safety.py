@@ -52,6 +52,48 @@ def test_a_hostile_checkpoint_runs_no_code(tmp_path: Path, payload) -> None:
     assert not target.exists()
 
 
+def _short(text: str) -> bytes:
+    data = text.encode()
+    return b"\x8c" + bytes([len(data)]) + data  # SHORT_BINUNICODE
+
+
+def _call(module: str, name: str, *args: str) -> bytes:
+    """A protocol-4 pickle that calls ``module``'s ``name`` (a dotted name walks from
+    the module to what it imported) with one list of ``args``."""
+    items = b"(" + b"".join(_short(a) for a in args) + b"e"  # MARK, items, APPENDS
+    return b"\x80\x04" + _short(module) + _short(name) + b"\x93]" + items + b"\x85R."
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        # numpy.f2py imports subprocess: a dotted name reaches Popen through it
+        lambda t: _call("numpy.f2py", "subprocess.Popen", "touch", str(t)),
+        lambda t: _call("er.cluster._mbscc", "np.save", str(t)),
+        lambda t: _call("subprocess", "check_call", "touch", str(t)),
+        # a numpy class that opens (and creates) any file the worker may write
+        lambda t: pickle.dumps(_Reduces(np.memmap, (str(t), "uint8", "w+", 0, (4,))), protocol=4),
+    ],
+)
+def test_what_a_crafted_pickle_names_is_refused(tmp_path: Path, make) -> None:
+    target = tmp_path / "pwned"
+    path = tmp_path / "checkpoint.pkl"
+    path.write_bytes(make(target))
+    with pytest.raises(ERError, match="not a checkpoint er can read"):
+        _load_state(path, CONFIG)
+    assert not target.exists()
+
+
+class _Reduces:
+    """Pickles as a call of ``fn`` with ``args``."""
+
+    def __init__(self, fn: object, args: tuple[object, ...]) -> None:
+        self.fn, self.args = fn, args
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        return (self.fn, self.args)
+
+
 def test_a_real_checkpoint_loads_and_is_private(tmp_path: Path) -> None:
     from er._checkpoint import commit_temp
 
