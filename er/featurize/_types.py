@@ -136,7 +136,7 @@ def _checked(kind: str, values: list[str]) -> str:
     if kind in ("date", "email", "phone"):
         # a "name_on_card" or a "dt_status" the header misleads on: the values decide
         sample = values[:2000]
-        read = sum(1 for v in sample if _look(v) == kind)
+        read = sum(1 for v in sample if _reads_as(kind, v))
         return kind if read >= 0.5 * len(sample) else _type_by_values(values)
     if kind in ("number", "postcode"):
         return kind
@@ -148,6 +148,16 @@ def _checked(kind: str, values: list[str]) -> str:
         words = sum(len(v.split()) for v in sample) / len(sample)
         return "org_name" if orgs > 0.1 * len(sample) or words > 3.5 else kind
     return kind
+
+
+def _reads_as(kind: str, v: str) -> bool:
+    """Whether a value could be of the header's date, e-mail or phone type (a phone's
+    digits alone count: "0405771490")."""
+    if kind == "date":
+        return bool(_DATE_LIKE.match(v))
+    if kind == "email":
+        return bool(_EMAIL_LIKE.match(v))
+    return bool(_PHONE_LIKE.match(v)) and 7 <= sum(c.isdigit() for c in v) <= 15
 
 
 def _sentences(values: list[str]) -> bool:
