@@ -18,12 +18,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from er.records import read_chunks
 
     settings = _settings()
-    config = _json_arg(args.config, "--config")
     common = {
         "collection": args.collection,
-        "id_field": _id_field(settings, args),
+        "id_field": _id_field(settings, args),  # makes the stores' schema too
         "gold_field": args.gold_field,
-        "config": config,
+        "config": _json_arg(args.config, "--config"),
     }
     chunks = read_chunks(args.file, args.batch_size, args.format)
     if settings.broker_url:
@@ -38,7 +37,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def _id_field(settings: Any, args: argparse.Namespace) -> str:
     """The id field of this ingest, settled before any record is read or queued: an
     existing collection's stored one (another given is an error), or the one given
-    (default ``id``) for a new collection, whose name is checked here too."""
+    (default ``id``) for a new collection, whose name is checked here too. Creates or
+    upgrades the schema first (an empty database; --wait reads the batches)."""
     from sqlalchemy.orm import Session
 
     from er.pipeline.config import check_collection_name
@@ -93,11 +93,7 @@ def _ingest_in_process(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     from er.pipeline import run_cluster, run_ingest
-    from er.stores.sql import upgrade
 
-    engine = _database(settings)
-    upgrade(engine)
-    engine.dispose()
     totals = {"batches": 0, "accepted": 0, "duplicates": 0, "rejected": 0, "failed": 0}
     reasons: list[str] = []
     lines: dict[int, int] = {}  # batch seq -> its lines, advanced once the batch resolves
@@ -136,12 +132,8 @@ def _ingest_queued(
     settings: Any, args: argparse.Namespace, common: dict[str, Any], chunks: Any
 ) -> dict[str, Any]:
     """ER_BROKER_URL set: queue one er.ingest task per batch; --wait for them to resolve."""
-    from er.stores.sql import upgrade
     from workers.tasks import ingest
 
-    engine = _database(settings)  # --wait reads the batches; the schema must be there
-    upgrade(engine)
-    engine.dispose()
     results = [
         ingest.apply_async(
             kwargs={**common, "records": c.records, "rejects": c.rejects, "where": c.where}
