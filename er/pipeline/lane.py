@@ -1,23 +1,25 @@
 """The writer's loop over a collection's batches: each batch's graph write beside the
 next batch's core step, checkpoints spaced by their cost, replays after a restart.
 
-:func:`er.pipeline.writer.cluster_pending` drives it; :class:`_BatchJob`
-(er.pipeline.writer) does each batch's steps.
+:func:`er.pipeline.writer.cluster_pending` drives it; each step is a :class:`Step`
+(the writer's ``_BatchJob``): read the batches, search the index, cluster, finish. The
+lane knows a step only through that protocol, so the scheduling and the step's stages
+stay apart (issue #55: the two modules no longer import each other).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from billiard.exceptions import SoftTimeLimitExceeded
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from er._checkpoint import commit_temp
@@ -25,9 +27,6 @@ from er.exceptions import TransientStoreError
 from er.pipeline.state import _load_state, _prepare_state, _State
 from er.pipeline.stores import _LOST_DATABASE
 from er.stores.sql import Batch, batches_after, finish_batch
-
-if TYPE_CHECKING:
-    from er.pipeline.writer import _BatchJob
 
 logger = logging.getLogger("er.pipeline.writer")
 
@@ -107,12 +106,53 @@ def _joins(group: list[_Queued], batch: _Queued, first: bool) -> bool:
     return sum(b.n for b in group) + batch.n <= GROUP_MAX_MENTIONS
 
 
+class Step(Protocol):
+    """One writer step over consecutive batches, in the order the lane calls it:
+    :meth:`begin` (the rows), :meth:`search` then :meth:`cluster` (or :meth:`recut` for
+    a batch of no mentions), which returns the graph write, and :meth:`finish`."""
+
+    engine: Engine
+    collection: str
+    coll_id: int
+    seq: int
+    model_changed: bool
+    replay: bool
+
+    @property
+    def batches(self) -> tuple[tuple[int, int], ...]:
+        """``(batch id, seq)`` of every batch of the step, in sequence order."""
+
+    def begin(self, state: _State) -> tuple[list[tuple[str, Any]], bool]:
+        """The step's ``(external id, payload)`` rows and whether the state lacks them."""
+
+    def search(
+        self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]
+    ) -> Any:
+        """Featurize and index the rows; what :meth:`cluster` needs of the search."""
+
+    def cluster(
+        self, state: _State, rows: list[tuple[str, Any]], found: Any, timings: dict[str, float]
+    ) -> Callable[[], None]:
+        """Step the core and the entities; the batch's graph write, not yet run."""
+
+    def recut(self, state: _State, timings: dict[str, float]) -> Callable[[], None]:
+        """A new entity cut (a batch of no mentions); its graph write."""
+
+    def finish(
+        self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]
+    ) -> list[dict[str, Any]]:
+        """Mark the batches done; one report per batch."""
+
+    def again(self, group: Sequence[_Queued]) -> Step:
+        """The step of ``group`` (done batches) replayed into the state."""
+
+
 @dataclass
 class _Pending:
     """A stepped batch: its graph write (run by :meth:`_Lane.settle`) and its prepared
     checkpoint, made current once that write succeeded."""
 
-    job: _BatchJob
+    job: Step
     rows: list[tuple[str, Any]]
     timings: dict[str, float]
     write: Callable[[], None]
@@ -143,7 +183,7 @@ class _Lane:
     reports: list[dict[str, Any]] = field(default_factory=list)
     pending: _Pending | None = None
 
-    def take(self, job: _BatchJob) -> None:
+    def take(self, job: Step) -> None:
         """Step ``job`` (the previous batch's write launched after its search); settle
         the previous batch; leave this one pending.
 
@@ -182,7 +222,7 @@ class _Lane:
             return
         self.pending = _Pending(job, rows, timings, write, tmp)
 
-    def _replay(self, job: _BatchJob) -> None:
+    def _replay(self, job: Step) -> None:
         """Step a batch done since the checkpoint into the state (the graph and SQL
         hold it already): the core is deterministic, so the state becomes the one
         the first run had."""
@@ -192,7 +232,7 @@ class _Lane:
         self.state.unsaved += 1
         logger.info("batch %d of %s replayed into the state", job.seq, job.collection)
 
-    def _due(self, job: _BatchJob, timings: dict[str, float]) -> bool:
+    def _due(self, job: Step, timings: dict[str, float]) -> bool:
         """Whether this batch's state is checkpointed (CHECKPOINT_WORK)."""
         state = self.state
         state.unsaved += 1
@@ -216,7 +256,7 @@ class _Lane:
         self.state.checkpoint_s = seconds
 
     def _step(
-        self, job: _BatchJob, timings: dict[str, float]
+        self, job: Step, timings: dict[str, float]
     ) -> tuple[list[tuple[str, Any]], Callable[[], None] | None] | Exception:
         """The batch's rows and its graph write (None if already checkpointed), or the
         error, which :meth:`take` handles once the previous batch is settled."""
@@ -269,7 +309,7 @@ class _Lane:
             return True
         return False
 
-    def _failed(self, job: _BatchJob, exc: Exception) -> None:
+    def _failed(self, job: Step, exc: Exception) -> None:
         """Mark ``job``'s batches failed; the state goes back to the checkpoint, and the
         batches done since are replayed into it, in the groups they were stepped in."""
         self._report(*_fail(job, exc))
@@ -282,18 +322,7 @@ class _Lane:
                 if b.seq < first and b.status == "done"
             ]
         for group in plan_groups(done, first_alone=self.state.n_points == 0):
-            again = dataclasses.replace(
-                job,
-                batch_id=group[-1].id,
-                seq=group[-1].seq,
-                members=tuple((b.id, b.seq) for b in group),
-                sizes=None,
-                nodes=None,
-                notes=None,
-                model=None,
-            )
-            again.model_changed, again.replay = False, True
-            self._replay(again)
+            self._replay(job.again(group))
 
     def _report(self, *reports: dict[str, Any]) -> None:
         for report in reports:
@@ -315,7 +344,7 @@ def _written(write: Future[float]) -> float:
         raise
 
 
-def _fail(job: _BatchJob, exc: Exception) -> list[dict[str, Any]]:
+def _fail(job: Step, exc: Exception) -> list[dict[str, Any]]:
     """Mark the step's batches failed with a one-line reason; later batches go on."""
     reason = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
     seqs = [seq for _, seq in job.batches]

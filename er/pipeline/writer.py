@@ -187,6 +187,13 @@ class _BatchJob:
         """``(batch id, seq)`` of every batch of the step, in sequence order."""
         return self.members or ((self.batch_id, self.seq),)
 
+    def again(self, group: Sequence[_Queued]) -> _BatchJob:
+        """The step of ``group``, batches done since the checkpoint, replayed into the
+        state after a failure (:meth:`er.pipeline.lane._Lane._failed`)."""
+        job = _BatchJob.of(self.engine, self.graph, self.collection, self.coll_id, self.config, group)
+        job.replay = True
+        return job
+
     def begin(self, state: _State) -> tuple[list[tuple[str, Any]], bool]:
         """The step's ``(external id, payload)`` rows, batch after batch, and whether
         ``state`` lacks them (else a crash came after its checkpoint, before "done");

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,65 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert "er demo" in blocks[0]
     assert "scripts/test.sh" in blocks[1]
     assert (ROOT / ".ci" / "run").read_text().strip().endswith("bash scripts/test.sh")
+
+
+def _er_imports() -> dict[str, set[str]]:
+    """Module -> the er modules it imports anywhere in its source (typing-only imports
+    and imports inside functions included: a circle hidden there is still a circle)."""
+    files = {}
+    for path in (ROOT / "er").rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                graph[name] |= {a.name for a in node.names if a.name in files}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join([*package[: len(package) - node.level + 1], base]).strip(".")
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    graph[name] |= {full} if full in files else {base} & files.keys()
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected sets of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = stack[stack.index(v) :]
+            del stack[stack.index(v) :]
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle_in_er() -> None:
+    # issue #55: the writer and its lane imported each other; a package's modules import
+    # down, never round (a package's __init__ re-exporting its own modules is no circle:
+    # its modules import each other by full name).
+    assert _circles(_er_imports()) == []
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
