@@ -94,7 +94,7 @@ def run_demo(settings: Any, graph: Any, *, n_entities: int = 200, seed: int = 0)
             )
         progress.update(task, advance=1)
     engine.dispose()
-    _show(console, X.shape[0], n_entities, metrics, graph)
+    _show(Console(), X.shape[0], n_entities, metrics, graph)  # the result: stdout
     return metrics
 
 
@@ -150,8 +150,13 @@ def febrl_records(name: str = "dataset3") -> list[dict[str, str]]:
     return rows
 
 
-def run_febrl_demo(settings: Any, *, batch_size: int = 500) -> dict[str, Any]:
-    """Ingest and cluster FEBRL3 in batches; score the entities; return the figures."""
+def run_febrl_demo(
+    settings: Any, *, batch_size: int = 500, out: Console | None = None
+) -> dict[str, Any]:
+    """Ingest and cluster FEBRL3 in batches; score the entities; return the figures.
+
+    Progress goes to stderr; the figures' tables to ``out`` (default stdout: they are
+    the command's result; ``er demo --json`` sends them to stderr beside its JSON)."""
     import time
 
     from er.evaluation import bcubed, pairwise_prf
@@ -205,7 +210,7 @@ def run_febrl_demo(settings: Any, *, batch_size: int = 500) -> dict[str, Any]:
         "seconds": {k: round(v, 3) for k, v in {**stages, "total_s": total}.items()},
         "mentions_per_s": round(len(rows) / total, 1),
     }
-    _show_febrl(console, figures, rows, records)
+    _show_febrl(out or Console(), figures, rows, records)
     return figures
 
 

@@ -65,14 +65,14 @@ def _print_lineage(what: str, result: dict[str, Any]) -> None:
         sign = ">=" if result["together"] else "<"
         out(f"  the cut turns on node {d['id']}: linkage {_score(d['score'])} {sign} ")
         out(f"{result['cut']}\n")
-    kind = "cosine" if result.get("model") is None else "match probability"
-    for e in result["near"]:
-        out(f"  k-NN edge: {e['a']} ~ {e['b']} {kind} {e['sim']:.3f}\n")
-    if result.get("model") is None:
+    model = result.get("model")
+    if model is None:
+        for e in result["near"]:
+            out(f"  k-NN edge: {e['a']} ~ {e['b']} cosine {e['sim']:.3f}\n")
         fields = ", ".join(f"{k} {_score(v)}" for k, v in result["fields"].items())
         out(f"  field cosines: {fields}\n")
     else:
-        _print_model(result["model"])
+        _print_model_view(result)
     conf = result["confidence"]
     if conf["p"] is None:
         out(f"  confidence: none ({conf['why']})\n")
@@ -80,14 +80,33 @@ def _print_lineage(what: str, result: dict[str, Any]) -> None:
         out(f"  confidence: P(one entity at the cut) = {conf['p']:.3f} (exact, trellis)\n")
 
 
-def _print_model(model: dict[str, Any]) -> None:
-    """The pair model's reasons: one row per field, then the sum and the probability."""
+def _print_model_view(result: dict[str, Any]) -> None:
+    """Every probability of a pair-model explain, each under one label (the model's
+    version and the collection size it scored at): the pair, the k-NN links between
+    their sides, and the strongest of those links, which joined the sides."""
+    model, near = result["model"], result["near"]
+    scored = f"pair model v{model['version']} at {model['population']:,} mentions"
+    out = sys.stdout.write
+    out(f"  match probability of the pair: {model['probability']:.4f} ({scored})\n")
+    for e in near:
+        out(f"  k-NN link: {e['a']} ~ {e['b']} match probability {e['probability']:.4f}\n")
+    _print_model(model, f"{result['a']} and {result['b']}")
+    link = model.get("link")
+    if link is None:
+        return
+    if {link["a"], link["b"]} == {result["a"], result["b"]}:
+        out("  the link that joined their sides is this pair itself\n")
+    else:
+        _print_model(link, f"the link that joined their sides, {link['a']} ~ {link['b']}")
+
+
+def _print_model(model: dict[str, Any], what: str) -> None:
+    """The pair model's reasons for one pair: a row per field, the sum, the probability."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(
-        title=f"pair model v{model['version']}: why (not) one entity", title_justify="left"
-    )
+    scored = f"v{model['version']} at {model['population']:,} mentions"
+    table = Table(title=f"{what}: pair model {scored}", title_justify="left")
     for name in ("field", "a", "b", "level", "weight (bits)"):
         table.add_column(name, justify="right" if name.startswith("weight") else "left")
     for f in model["fields"]:

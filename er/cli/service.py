@@ -45,9 +45,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         with _graph(settings) as graph:
             run_demo(settings, graph, n_entities=args.entities, seed=args.seed)
         return 0
+    from rich.console import Console
+
     from er.demo import run_febrl_demo
 
-    figures = run_febrl_demo(settings, batch_size=args.batch_size)
+    figures = run_febrl_demo(settings, batch_size=args.batch_size, out=Console(stderr=args.json))
     if args.json:
         sys.stdout.write(json.dumps(figures) + "\n")
     return 0

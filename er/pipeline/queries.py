@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -24,6 +25,8 @@ from er.stores.sql import (
 # -- stable entities: entity, history, explain (DESIGN §3; schema/queries/*.cypher) ---------
 EXPLAIN_SIDE_LIMIT = 5_000  # mentions per side searched for NEAR edges between the sides
 EXPLAIN_NEAR = 5  # strongest NEAR edges shown
+# ... out of this many read by their stored score, ranked again by the current model
+NEAR_READ = 4 * EXPLAIN_NEAR
 
 
 def _require_node(graph: GraphStore, collection: str, mention: str) -> int:
@@ -112,18 +115,54 @@ def _deciding_merge(
     return {**node, "side": side}
 
 
-def _model_reasons(
-    config: Mapping[str, Any], a: Any, b: Any, population: int
+def _model_view(
+    config: Mapping[str, Any],
+    payloads: Mapping[str, Any],
+    pair: tuple[str, str],
+    near: list[dict[str, Any]],
+    population: int,
 ) -> dict[str, Any] | None:
-    """The pair model's own reasons for two records of a collection of ``population``:
-    each field's values, comparison level and weight, the prior and the match
-    probability (None without a model)."""
+    """The pair model's reasons for two records and for the link that joined their
+    sides, every probability from one model at one collection size (issue #55: a stored
+    k-NN score and the model's own were two figures for one pair). None without a model.
+
+    Parameters
+    ----------
+    payloads : mapping of str to dict
+        External id -> record, for the pair and every end of ``near``.
+    near : list of dict
+        The stored k-NN edges between the two sides (``a``, ``b``, ``sim``); each gets
+        its ``probability`` under the current model, strongest first, in place.
+
+    Returns
+    -------
+    dict or None
+        The pair's :meth:`PairModel.explain` with ``version`` and ``population``, and
+        ``link``: the strongest edge's ``a``, ``b`` and its own reasons (None without
+        edges): the pair on the path whose merge joined the two sides.
+    """
     types, model = field_types(config), stored_model(config)
     if types is None or model is None:
         return None
+    ids = list(dict.fromkeys([*pair, *(e[end] for e in near for end in ("a", "b"))]))
+    row = {ext: k for k, ext in enumerate(ids)}
     table = FieldTable(types.names)
-    table.add(types.normalise([a, b]).rows)
-    return {"version": model.version, **model.explain(table, 0, 1, population)}
+    table.add(types.normalise([payloads.get(ext) or {} for ext in ids]).rows)
+    scored = {"version": model.version, "population": population}
+
+    def reasons(a: str, b: str) -> dict[str, Any]:
+        return {**scored, **model.explain(table, row[a], row[b], population)}
+
+    link = None
+    if near:
+        left = np.array([row[e["a"]] for e in near])
+        right = np.array([row[e["b"]] for e in near])
+        for e, p in zip(near, model.probability(table, left, right, population), strict=True):
+            e["probability"] = round(float(p), 6)
+            del e["sim"]  # the score stored when the edge was written: another model's
+        near.sort(key=lambda e: -e["probability"])
+        link = {"a": near[0]["a"], "b": near[0]["b"], **reasons(near[0]["a"], near[0]["b"])}
+    return {**reasons(*pair), "link": link}
 
 
 def explain_pair(
@@ -164,7 +203,7 @@ def explain_pair(
         path_a, path_b = _path_to(up_a, lca["id"]), _path_to(up_b, lca["id"])
         left = _side(graph, collection, node_a, path_a, as_of)
         right = _side(graph, collection, node_b, path_b, as_of)
-        near = graph.near_between(collection, left, right, as_of=as_of, limit=EXPLAIN_NEAR)
+        near = graph.near_between(collection, left, right, as_of=as_of, limit=NEAR_READ)
         out["lca"] = {"id": lca["id"], "score": lca["score"], "size": lca["size"]}
     out["path_a"], out["path_b"] = path_a, path_b
     scores = [x["score"] for x in path_a + path_b]
@@ -174,16 +213,18 @@ def explain_pair(
         {"a": r["left_external_id"], "b": r["right_external_id"], "sim": round(r["sim"], 6)}
         for r in near
     ]
+    ends = {a, b, *(e[end] for e in out["near"] for end in ("a", "b"))}
     payloads: dict[str, Any] = dict(
         session.execute(
             select(Mention.external_id, Mention.payload).where(
-                Mention.collection_id == coll.id, Mention.external_id.in_([a, b])
+                Mention.collection_id == coll.id, Mention.external_id.in_(sorted(ends))
             )
         ).all()
     )
     out["fields"] = _featurizer(coll.config).field_similarities(payloads[a], payloads[b])
     population = count_mentions(session, coll.id)
-    out["model"] = _model_reasons(coll.config, payloads[a], payloads[b], population)
+    out["model"] = _model_view(coll.config, payloads, (a, b), out["near"], population)
+    del out["near"][EXPLAIN_NEAR:]
     for key, ext in (("entity_a", a), ("entity_b", b)):
         found = graph.entity_of_mention(collection, ext, as_of=as_of)
         out[key] = None if found is None else found["entity"]

@@ -60,7 +60,8 @@ def test_febrl3_demo_resolves_records_and_a_rerun_changes_nothing(tmp_path: Path
 def test_demo_then_query_on_embedded_defaults(tmp_path: Path) -> None:
     done = _er(tmp_path, "demo", "--synthetic", "--entities", "40")
     assert done.returncode == 0, done.stderr
-    assert "dendrogram_purity" in done.stderr and "Try: er query" in done.stderr
+    # the result is on stdout like every command's (issue #55); progress stays on stderr
+    assert "dendrogram_purity" in done.stdout and "Try: er query" in done.stdout
     assert (tmp_path / "er.sqlite3").exists() and (tmp_path / "falkordb").is_dir()
     with sqlite3.connect(tmp_path / "er.sqlite3") as db:  # er status reads the finish time
         rows = db.execute("SELECT status, finished_at IS NOT NULL FROM batches").fetchall()

@@ -929,3 +929,37 @@ def test_two_free_text_fields_are_each_compared_in_views(settings_env) -> None:
     truth = {f"r{i}": g for i, g in enumerate(gold)}
     _, _, f1 = pairwise_prf([truth[i] for i in ids], [entity[i] for i in ids])
     assert f1 >= 0.5
+
+
+def test_explain_gives_one_probability_per_pair_and_the_joining_link(settings_env, febrl) -> None:
+    """Issue #55: every probability explain prints is the current model's at the current
+    collection size, labelled so; the k-NN links are scored again by it (a stored link
+    score was a second figure for the same pair), and the strongest link is the one
+    explained as joining the two sides: asking explain about that link itself gives the
+    same probability."""
+    from er.pipeline import run_lineage
+
+    settings, name = _settings(settings_env), _name()
+    _ingest(settings, name, febrl[:600], batch=200)
+    by_entity: dict[str, list[str]] = {}
+    for r in febrl[:600]:
+        by_entity.setdefault(r["entity"], []).append(r["rec_id"])
+    members = next(ids for ids in by_entity.values() if len(ids) >= 3)
+    loner = next(ids[0] for ids in by_entity.values() if ids[0] not in members)
+    for a, b in ((members[0], members[-1]), (members[0], loner)):
+        got = run_lineage(settings, "explain", name, [a, b])
+        model = got["model"]
+        assert (model["version"], model["population"]) == (1, 600)
+        assert all("sim" not in e and 0.0 <= e["probability"] <= 1.0 for e in got["near"])
+        probs = [e["probability"] for e in got["near"]]
+        assert probs == sorted(probs, reverse=True)
+        link = model["link"]
+        if got["near"]:
+            assert (link["a"], link["b"]) == (got["near"][0]["a"], got["near"][0]["b"])
+            again = run_lineage(settings, "explain", name, [link["a"], link["b"]])["model"]
+            assert link["probability"] == pytest.approx(again["probability"], abs=1e-12)
+            assert got["near"][0]["probability"] == pytest.approx(link["probability"], abs=1e-6)
+        else:
+            assert link is None
+        alone = run_lineage(settings, "explain", name, [b, a])["model"]
+        assert model["probability"] == pytest.approx(alone["probability"], abs=1e-12)
