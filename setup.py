@@ -19,6 +19,7 @@ setup(
     package_dir=DATA_PACKAGES,
     package_data={
         "er": ["py.typed", "_data/*"],
+        "er.reports": ["templates/*.j2"],
         "er._schema": ["*/*.cypher", "*/*.json"],
         "er._migrations": ["*.py", "*.mako"],
         "er._migrations.versions": ["*.py"],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,14 +15,12 @@ from sqlalchemy.orm import Session
 from er._arrays import find_sorted
 from er.evaluation import bcubed, coreference_report, cut_at_score, pairwise_prf
 from er.exceptions import ERError
-from er.match import FieldTable
 from er.pipeline.agreement import model_agreement
-from er.pipeline.config import DEFAULT_CUT, _safe, field_types, stored_model
+from er.pipeline.config import DEFAULT_CUT, _safe
 from er.pipeline.partition import _hierarchy_from_store
+from er.pipeline.worst import error_views
 from er.stores.graph import GraphStore
-from er.stores.graph._cypher import canned_query
 from er.stores.sql import (
-    Collection,
     EvalRun,
     eval_runs,
     find_collection,
@@ -70,10 +67,7 @@ def evaluate_collection(
     session.add(run)
     session.flush()
     _read_shown(session, scored)
-    leaves = (scored.known, scored.leaf_nodes)
-    run.report_path = str(
-        _write_report(session, run, scored.coll.id, collection, leaves, reports_dir)
-    )
+    run.report_path = str(_write_report(session, run, scored, collection, reports_dir))
     return run
 
 
@@ -81,12 +75,15 @@ def evaluate_collection(
 class Scored:
     """One scoring of a collection: its row, the batch, the figures, each leaf's node
     id (shape (n_points,), in the hierarchy's leaf order) and, once read for the report
-    (:func:`_read_shown`), the mention rows of the leaves it shows, by leaf index."""
+    (:func:`_read_shown`), the mention rows of the leaves it shows, by leaf index.
+    ``entities`` are the stored stable entity ids, or the cut's cluster labels where
+    the collection stores none or a preview cut was scored."""
 
     coll: Any
     seq: int
     metrics: dict[str, Any]
     leaf_nodes: NDArray[np.int64]
+    entities: NDArray[np.int64]  # (n_points,) each leaf's predicted entity, as scored
     known: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -127,11 +124,12 @@ def score_collection(
     else:  # a preview of another cut of the same hierarchy; nothing changes
         pred, cut = None, float(threshold)
     metrics = coreference_report(hierarchy, gold, threshold=cut, pred=pred)
+    entities = cut_at_score(hierarchy, cut) if pred is None else pred
     metrics["entities_scored"] = "stored" if threshold is None else f"preview of cut {cut}"
     metrics.update(_refused_figures(session, coll, gold, pred, hierarchy, cut))
     if threshold is None:  # the same signal a collection without labels gets (er status)
         metrics["model_agreement"] = model_agreement(session, graph, collection, as_of=seq)
-    return Scored(coll, int(seq), metrics, leaf_nodes)
+    return Scored(coll, int(seq), metrics, leaf_nodes, np.asarray(entities, dtype=np.int64))
 
 
 def _gold_of_leaves(
@@ -207,21 +205,11 @@ def _refused_figures(
     return out
 
 
-def _excerpt(payload: Any, limit: int = 90) -> str:
-    fields = {k: v for k, v in (payload or {}).items() if k != "vector"}
-    text = json.dumps(fields, ensure_ascii=False) if fields else "(vector only)"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _write_report(
-    session: Session,
-    run: EvalRun,
-    collection_id: int,
-    collection: str,
-    leaves: tuple[dict[int, dict[str, Any]], NDArray[np.int64]],
-    reports_dir: Path,
+    session: Session, run: EvalRun, scored: Scored, collection: str, reports_dir: Path
 ) -> Path:
-    """Render the run's HTML (with the collection's earlier runs) and its JSON."""
+    """Render the run's HTML (with the collection's earlier runs and its worst errors,
+    :func:`er.pipeline.worst.error_views`) and its JSON."""
     from er.reports import render_report
 
     history = [
@@ -233,87 +221,26 @@ def _write_report(
             "algorithm": r.algorithm,
             "metrics": r.metrics,
         }
-        for r in eval_runs(session, collection_id)
+        for r in eval_runs(session, scored.coll.id)
     ]
-    known, nodes = leaves
-    excerpts, lineage = {}, {}
-    for err in run.metrics["false_merges"] + run.metrics["splits"]:
-        for i in err["mentions"]:
-            excerpts[i] = (known[i]["external_id"], _excerpt(known[i]["payload"]))
-        first = err["mentions"][0]
-        lineage[first] = (  # cypher-shell / Neo4j Browser parameters, then the query
-            f":param collection => {json.dumps(collection)};\n"
-            f":param id => {int(nodes[first])};\n:param as_of => {run.as_of_seq};\n"
-            + canned_query("ancestors")
-        )
-    coll = session.get(Collection, collection_id)
-    config = dict(coll.config) if coll is not None else {}
+    config = dict(scored.coll.config)
     model = config.get("pair_model") if config.get("scoring") == "pair_model" else None
-    details = _error_details(run.metrics, known, config, len(nodes)) if model is not None else {}
-    page = render_report(
-        history[-1], history, excerpts=excerpts, lineage=lineage, model=model, details=details
+    errors = error_views(
+        run.metrics,
+        scored.known,
+        scored.entities,
+        scored.leaf_nodes,
+        config,
+        collection=collection,
+        as_of=scored.seq,
     )
+    page = render_report(history[-1], history, errors=errors, model=model)
     out = reports_dir / _safe(collection)
     out.mkdir(parents=True, exist_ok=True)
     html_path = out / f"run-{run.id}.html"
     _write_atomic(html_path, page)
     _write_atomic(out / f"run-{run.id}.json", json.dumps(history[-1], default=str, indent=1))
     return html_path
-
-
-def _error_details(
-    metrics: Mapping[str, Any],
-    known: Mapping[int, dict[str, Any]],
-    config: Mapping[str, Any],
-    population: int,
-) -> dict[int, dict[str, Any]]:
-    """Per worst error: up to four of its records by normalised field, led by the pair
-    that shows the error (a false merge: two records of different gold entities; a
-    split: the two records the model found least alike), and the pair model's reasons
-    for that pair (what the report shows as a table)."""
-    types, model = field_types(config), stored_model(config)
-    if types is None or model is None:
-        return {}
-    out: dict[int, dict[str, Any]] = {}
-    for kind in ("false_merges", "splits"):
-        for err in metrics[kind]:
-            members = err["mentions"][:50]
-            batch = types.normalise([known[i]["payload"] or {} for i in members])
-            table = FieldTable(types.names)
-            table.add(batch.rows)
-            a, b = _telling_pair(kind, members, known, model, table, population)
-            shown = [a, b, *[k for k in range(len(members)) if k not in (a, b)][:2]]
-            reasons = model.explain(table, a, b, population)
-            out[err["mentions"][0]] = {
-                "fields": list(types.names),
-                "records": [
-                    {"id": known[members[k]]["external_id"], "values": table.values(k)}
-                    for k in shown
-                ],
-                "reasons": reasons["fields"],
-                "probability": reasons["probability"],
-            }
-    return out
-
-
-def _telling_pair(
-    kind: str,
-    members: list[int],
-    known: Mapping[int, dict[str, Any]],
-    model: Any,
-    table: FieldTable,
-    population: int,
-) -> tuple[int, int]:
-    """Rows (into ``members``) of the pair that shows a false merge or a split."""
-    if len(members) < 2:
-        return 0, 0
-    if kind == "false_merges":
-        gold = [known[i]["gold_entity"] for i in members]
-        other = next((k for k, g in enumerate(gold) if g != gold[0]), 1)
-        return 0, other
-    left, right = np.triu_indices(len(members), 1)
-    weakest = int(np.argmin(model.probability(table, left, right, population)))
-    return int(left[weakest]), int(right[weakest])
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -1,17 +1,22 @@
 """One evaluation run as a self-contained HTML page: figures, plots, worst errors.
 
-Plots are matplotlib figures embedded as inline SVG; the page loads nothing from the
-network (no scripts, fonts or styles from elsewhere), so it opens offline and can be
-attached to a ticket as one file.
+The page is rendered from ``templates/report.html.j2`` with autoescaping: every record
+value, id and name is escaped by the template, never by hand. Plots are matplotlib
+figures embedded as inline SVG; the page loads nothing from the network (no scripts,
+fonts or styles from elsewhere), so it opens offline and can be attached to a ticket as
+one file.
 """
 
 from __future__ import annotations
 
-import html
 import io
 import json
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
+
+import jinja2
+from markupsafe import Markup
 
 __all__ = ["HEADLINE", "render_report"]
 
@@ -25,17 +30,46 @@ HEADLINE: tuple[tuple[str, str, int | None], ...] = (
     ("CEAF-e F1", "ceaf_e_at_cut", 2),
     ("CoNLL F1", "conll_f1_at_cut", None),
     ("dendrogram purity", "dendrogram_purity", None),
-    ("Jacc/pt", "jacc_pt", None),
+    ("best Jaccard per mention (Jacc/pt)", "jacc_pt", None),
     ("entities", "n_entities", None),
 )
 
-_STYLE = """
-body{font-family:sans-serif;margin:2em;max-width:70em;color:#222}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em}
-th{background:#f3f3f3;text-align:left}.up{color:#16702e}.down{color:#a8201a}
-figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}
-pre{background:#f7f7f7;padding:.5em;white-space:pre-wrap;font-size:85%}
-"""
+#: Each headline figure in words (by its label).
+MEANING: dict[str, str] = {
+    "pairwise F1": "harmonic mean of pairwise precision and recall",
+    "pairwise precision": "of the record pairs put in one entity, the share that are one "
+    "gold entity",
+    "pairwise recall": "of the record pairs of one gold entity, the share put in one entity",
+    "B-cubed F1": "per record, the share of its entity that is its gold entity and the "
+    "reverse, averaged over records; their harmonic mean",
+    "MUC F1": "how few links must be added or cut to turn the entities into the gold ones",
+    "CEAF-e F1": "how well entities pair one to one with gold entities, by their overlap",
+    "CoNLL F1": "mean of MUC, B-cubed and CEAF-e F1",
+    "dendrogram purity": "for two records of one gold entity, the share of that entity in "
+    "the smallest cluster of the hierarchy holding both (any cut), averaged",
+    "best Jaccard per mention (Jacc/pt)": "for each gold entity, the hierarchy's cluster "
+    "closest to it by Jaccard (any cut); averaged over records",
+    "entities": "entities at the cut (gold: in the header above)",
+}
+
+PAGE = 20  # records of an error shown at once; the rest in folded pages of as many
+
+_ERROR_KINDS = (
+    (
+        "false_merges",
+        "Largest false merges",
+        "false-merges",
+        "gold entities",
+        "Predicted entities that hold records of several gold entities, most gold entities first.",
+    ),
+    (
+        "splits",
+        "Largest splits",
+        "splits",
+        "predicted entities",
+        "Gold entities whose records are in several predicted entities, most parts first.",
+    ),
+)
 
 
 def headline_value(metrics: Mapping[str, Any], key: str, index: int | None) -> float | None:
@@ -119,6 +153,7 @@ def _weights_plot(model: Mapping[str, Any]) -> str:
         xs = i + np.linspace(-0.3, 0.3, w.size)
         ax.bar(xs, w, width=0.6 / max(w.size, 1), color=_level_colours(w.size))
     ax.axhline(0, color="k", linewidth=0.6)
+    _level_legend(ax)
     ax.set_xticks(range(len(fields)))
     ax.set_xticklabels([f.name for f in fields], rotation=45, ha="right", fontsize=7)
     ax.set_ylabel("weight, bits (far ... exact)")
@@ -127,6 +162,16 @@ def _weights_plot(model: Mapping[str, Any]) -> str:
         fontsize=8,
     )
     return _svg(fig)
+
+
+def _level_legend(ax: Any) -> None:
+    """The colours of the comparison levels: far on the left, exact on the right."""
+    from matplotlib.patches import Patch
+
+    colours = _level_colours(3)
+    names = ("far (least alike)", "levels between", "exact (most alike)")
+    handles = [Patch(color=c, label=n) for c, n in zip(colours, names, strict=True)]
+    ax.legend(handles=handles, fontsize=7, loc="best", title="comparison level", title_fontsize=7)
 
 
 def _level_colours(n: int) -> list[Any]:
@@ -140,7 +185,10 @@ def _fmt(value: float, key: str) -> str:
     return f"{value:.0f}" if key == "n_entities" else f"{value:.4f}"
 
 
-def _headline_rows(metrics: Mapping[str, Any], previous: Mapping[str, Any] | None) -> str:
+def _headline_rows(
+    metrics: Mapping[str, Any], previous: Mapping[str, Any] | None
+) -> list[dict[str, str]]:
+    """The headline table's rows: label, this run, the previous run, the change, meaning."""
     rows = []
     for label, key, index in HEADLINE:
         now = headline_value(metrics, key, index)
@@ -152,98 +200,64 @@ def _headline_rows(metrics: Mapping[str, Any], previous: Mapping[str, Any] | Non
             delta = now - before
             change = f"{delta:+.0f}" if key == "n_entities" else f"{delta:+.4f}"
             cls = "up" if delta > 0 else "down" if delta < 0 else ""
-        prev = "" if before is None else _fmt(before, key)
         rows.append(
-            f"<tr><td>{label}</td><td>{_fmt(now, key)}</td><td>{prev}</td>"
-            f'<td class="{cls}">{change}</td></tr>'
+            {
+                "label": label,
+                "now": _fmt(now, key),
+                "before": "" if before is None else _fmt(before, key),
+                "change": change,
+                "cls": cls,
+                "meaning": MEANING[label],
+            }
         )
-    return "".join(rows)
+    return rows
 
 
-def _error_rows(
-    errors: Sequence[Mapping[str, Any]],
-    excerpts: Mapping[int, tuple[str, str]],
-    lineage: Mapping[int, str],
-    details: Mapping[int, Mapping[str, Any]],
-) -> str:
-    rows = []
-    for err in errors:
-        first = err["mentions"][0]
-        ids = ", ".join(html.escape(excerpts.get(m, (str(m), ""))[0]) for m in err["mentions"])
-        if first in details:  # the records field by field, with the model's reasons
-            records = _records_table(details[first])
-        else:
-            records = "<br>".join(
-                html.escape(excerpts.get(m, ("", ""))[1]) for m in err["mentions"][:4]
-            )
-        cypher = html.escape(lineage.get(first, ""))
-        rows.append(
-            f"<tr><td>{html.escape(str(err['group']))}</td><td>{len(err['mentions'])}</td>"
-            f"<td>{err['parts']}</td><td>{ids}</td><td>{records}</td>"
-            f"<td><details><summary>Cypher</summary><pre>{cypher}</pre></details></td></tr>"
-        )
-    return "".join(rows)
-
-
-def _records_table(detail: Mapping[str, Any]) -> str:
-    """Up to four records side by side, one row per field, and the pair model's level
-    and weight for the first two: why the model put them together or apart."""
-    records = detail["records"]
-    reasons: dict[str, list[Mapping[str, Any]]] = {}
-    for why in detail["reasons"]:  # a field compared in views has one reason per view
-        reasons.setdefault(why.get("column", why["field"]), []).append(why)
-    head = "".join(f"<th>{html.escape(r['id'])}</th>" for r in records)
-    rows = []
-    for name in detail["fields"]:
-        views: list[Mapping[str, Any] | None] = [*reasons.get(name, [])] or [None]
-        for k, why in enumerate(views):
-            cells = "".join(
-                f"<td>{html.escape(str(r['values'].get(name) or '') if k == 0 else '')}</td>"
-                for r in records
-            )
-            label = why["field"] if why else name
-            level = html.escape(why["level"]) if why else ""
-            weight = f"{why['weight']:+.1f}" if why else ""
-            rows.append(
-                f"<tr><th>{html.escape(label)}</th>{cells}<td>{level}</td><td>{weight}</td></tr>"
-            )
-    total = f"match probability of the first two records: {detail['probability']:.3f}"
-    return (
-        f'<table class="records"><tr><th>field</th>{head}<th>level (1st vs 2nd)</th>'
-        f"<th>weight</th></tr>{''.join(rows)}</table><small>{total}</small>"
-    )
-
-
-def _agreement_section(a: Mapping[str, Any] | None) -> str:
-    """The gold-free signal: the entities against the pair model (er.pipeline.agreement)."""
+def _agreement(a: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The gold-free signal (er.pipeline.agreement) with its shares in words."""
     if not a:
-        return ""
+        return None
 
     def share(value: float | None) -> str:
         return "none" if value is None else f"{value:.1%}"
 
-    cut = a["cut"]
-    sample = "a sample of " if a["sampled"] else "all "
-    return f"""<h2>Entities against the pair model (no gold needed)</h2>
-<table id="model-agreement"><tr><th>pairs</th><th>how many</th><th>share</th></tr>
-<tr><td>inside one entity, scored under {cut:g} (improbable)</td>
-<td>{a["inside_pairs"]:,} ({sample}pairs inside entities)</td>
-<td>{share(a["inside_improbable"])}</td></tr>
-<tr><td>candidates across two entities, scored {cut:g} or more (probable)</td>
-<td>{a["across_pairs"]:,}</td><td>{share(a["across_probable"])}</td></tr></table>
-<p>Scored by the pair model version {a["model_version"]} at {a["population"]:,} mentions.
-A high share inside means entities hold records the model calls different; across, that
-the hierarchy keeps apart records the model calls one.</p>"""
+    return {
+        **a,
+        "cut": f"{a['cut']:g}",
+        "inside_share": share(a["inside_improbable"]),
+        "across_share": share(a["across_probable"]),
+    }
+
+
+def _paged(error: Mapping[str, Any]) -> dict[str, Any]:
+    """An error view with its records in pages of PAGE (the first shown, the rest
+    folded)."""
+    records = list(error["records"])
+    pages = [
+        {"first": k + 1, "last": min(k + PAGE, len(records)), "records": records[k : k + PAGE]}
+        for k in range(0, len(records), PAGE)
+    ]
+    return {**error, "pages": pages}
+
+
+@cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("er.reports", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env.get_template("report.html.j2")
 
 
 def render_report(
     run: Mapping[str, Any],
     history: Sequence[Mapping[str, Any]],
     *,
-    excerpts: Mapping[int, tuple[str, str]],
-    lineage: Mapping[int, str],
+    errors: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     model: Mapping[str, Any] | None = None,
-    details: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> str:
     """The HTML page of one evaluation run.
 
@@ -254,25 +268,17 @@ def render_report(
         ``metrics`` (:func:`er.evaluation.coreference_report`).
     history : sequence of mappings
         Earlier runs of the same collection and this one, oldest first (same keys).
-    excerpts : mapping of int to (str, str)
-        Mention index -> (external id, short excerpt of its record).
-    lineage : mapping of int to str
-        Mention index -> the Cypher (with its parameters) that shows its lineage.
+    errors : mapping, optional
+        ``false_merges`` and ``splits``: the worst errors as the user acts on them
+        (:func:`er.pipeline.worst.error_views`: a ``title``, ``size``, ``parts``, every
+        record with its gold and predicted entity, the deciding ``link`` with the pair
+        model's reasons, the ``lineage`` Cypher). None: the page says none.
     model : mapping, optional
         The collection's pair model (``PairModel.to_json()``): its weights are plotted.
-    details : mapping of int to mapping, optional
-        First mention of an error -> ``fields``, ``records`` (up to four: ``id`` and
-        ``values``), ``reasons`` (the model's per-field level and weight for the first
-        two) and their ``probability``: shown as a field-by-field table.
     """
     metrics = run["metrics"]
     earlier = [r for r in history if r["id"] != run["id"]]
     previous = earlier[-1]["metrics"] if earlier else None
-    title = f"er evaluation {run['id']}: {run['collection']}"
-    head = ["metric", "this run", "previous run", "change"]
-    err_head = ["entity / gold", "mentions", "parts", "mention ids", "records", "lineage"]
-    th = "".join(f"<th>{h}</th>" for h in head)
-    err_th = "".join(f"<th>{h}</th>" for h in err_head)
     plots: tuple[tuple[str, str, str], ...] = (
         ("P/R/F1 against the score threshold", "sweep", _sweep_plot(metrics)),
         ("Entity sizes against gold", "sizes", _sizes_plot(metrics)),
@@ -280,28 +286,25 @@ def render_report(
     )
     if model is not None:
         plots += (("Pair-model weight per field and level", "weights", _weights_plot(model)),)
-    details = details or {}
-    figures = "".join(
-        f'<figure id="plot-{key}"><figcaption>{caption}</figcaption>{svg}</figure>'
-        for caption, key, svg in plots
+    errors = errors or {}
+    kinds = [
+        {
+            "heading": heading,
+            "id": anchor,
+            "parts_of": parts_of,
+            "about": about,
+            "errors": [_paged(e) for e in errors.get(key, ())],
+        }
+        for key, heading, anchor, parts_of, about in _ERROR_KINDS
+    ]
+    return _template().render(
+        title=f"er evaluation {run['id']}: {run['collection']}",
+        run=run,
+        metrics=metrics,
+        headline=_headline_rows(metrics, previous),
+        agreement=_agreement(metrics.get("model_agreement")),
+        plots=[{"caption": c, "key": k, "svg": Markup(svg)} for c, k, svg in plots],
+        error_kinds=kinds,
+        has_model=model is not None,
+        metrics_json=json.dumps(metrics, indent=1),
     )
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>{_STYLE}</style></head><body>
-<h1>{html.escape(title)}</h1>
-<p>Collection <b>{html.escape(str(run["collection"]))}</b>, as of batch {run["as_of_seq"]},
-algorithm {html.escape(str(run["algorithm"]))}, entity cut at score {metrics["threshold"]:.4f};
-{metrics["n_points"]} mentions, {metrics["n_entities"]} entities
-({metrics["n_gold_entities"]} in gold). Run at {html.escape(str(run["created_at"]))}.</p>
-<h2>Headline</h2><table id="headline"><tr>{th}</tr>{_headline_rows(metrics, previous)}</table>
-{_agreement_section(metrics.get("model_agreement"))}
-<h2>Plots</h2>{figures}
-<h2>Largest false merges</h2>
-<table id="false-merges"><tr>{err_th}</tr>
-{_error_rows(metrics["false_merges"], excerpts, lineage, details)}</table>
-<h2>Largest splits</h2>
-<table id="splits"><tr>{err_th}</tr>
-{_error_rows(metrics["splits"], excerpts, lineage, details)}</table>
-<h2>All figures</h2><pre id="metrics-json">{html.escape(json.dumps(metrics, indent=1))}</pre>
-</body></html>
-"""

@@ -3,39 +3,24 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from sklearn.metrics.cluster import pair_confusion_matrix
 
+from ._cli import embedded_env, er, ingest_and_eval
 from ._procs import stop_all
 
 pytestmark = [pytest.mark.graph]
 
 
-def _env(data_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ER_")}
-    env["ER_DATA_DIR"] = str(data_dir)
-    env.update(extra)
-    return env
-
-
-def _er(data_dir: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "er.cli", *args],
-        capture_output=True,
-        text=True,
-        env=_env(data_dir, **extra),
-        timeout=300,
-    )
+_env, _er = embedded_env, er
 
 
 @pytest.fixture(scope="module")
@@ -120,28 +105,7 @@ def test_beat_and_worker_evaluate_on_schedule(demo_dir: Path) -> None:
         stop_all(procs, db)
 
 
-def _ingest_and_eval(tmp_path: Path, records: list[dict[str, Any]]) -> tuple[Path, Any]:
-    """`er ingest` the records as collection "c" (gold in "entity"), then `er eval`."""
-    path = tmp_path / "in.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    data = tmp_path / "data"
-    done = _er(
-        data,
-        "ingest",
-        str(path),
-        "--collection",
-        "c",
-        "--id-field",
-        "rec_id",
-        "--gold-field",
-        "entity",
-        "--batch-size",
-        "500",
-    )
-    assert done.returncode == 0, done.stderr
-    done = _er(data, "eval", "--collection", "c", "--json")
-    assert done.returncode == 0, done.stderr
-    return data, json.loads(done.stdout.strip().splitlines()[-1])
+_ingest_and_eval = ingest_and_eval
 
 
 def _export(data: Path, collection: str) -> dict[str, str]:
@@ -232,8 +196,11 @@ def test_report_shows_errors_field_by_field_with_the_models_reasons(tmp_path: Pa
     assert 'id="plot-weights"' in page and "<svg" in page
     merges = page[page.index('id="false-merges"') : page.index('id="splits"')]
     assert "twin-of-0" in merges
-    table = merges[merges.index('class="records"') :]
+    table = merges[merges.index('class="link-fields"') :]
     for field in ("given_name", "surname", "date_of_birth", "soc_sec_id"):
         assert re.search(rf"<th>{field}</th>", table), field
     assert ">exact<" in table  # the twin agrees with its original field by field
-    assert "match probability of the first two records" in table
+    # the deciding link is the twin and its original: two gold entities, one record
+    assert re.search(
+        r"Deciding link: <b>(twin-of-0|rec-\S+)</b> and <b>(twin-of-0|rec-\S+)</b>", merges
+    )

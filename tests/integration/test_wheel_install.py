@@ -7,6 +7,7 @@ Before schema/ and migrations/ were packaged (as ``er._schema`` and ``er._migrat
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -52,3 +53,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
         [er, "query", "ancestors", "--collection", "febrl3", "--mention", "rec-1496-org"], work, env
     )
     assert out.strip(), "er query printed nothing"
+    # the report's template ships in the wheel (package data, not a module)
+    out = _run([er, "eval", "--collection", "febrl3", "--json"], work, env)
+    report = Path(json.loads(out.strip().splitlines()[-1])["report_path"])
+    assert str(work) in str(report) and "Largest false merges" in report.read_text()

@@ -172,30 +172,39 @@ def test_fields_pickled_before_the_views_load_and_score() -> None:
     )
 
 
-def test_the_reports_records_table_shows_every_view() -> None:
-    from er.reports._html import _records_table
+def test_the_reports_deciding_link_shows_every_view() -> None:
+    from er.cluster import SCC
+    from er.evaluation import coreference_report
+    from er.pipeline.worst import deciding_link
+    from er.reports import render_report
 
     texts, _ = affiliations(6, 3)
     table = FieldTable(["aff"])
     table.add([[t] for t in texts])
     i, j = np.triu_indices(len(texts), 1)
     model = train_pair_model(table, ["text"], (i.astype(np.int64), j.astype(np.int64)))
-    why = model.explain(table, 0, 7)
-    html = _records_table(
-        {
-            "fields": ["aff"],
-            "records": [
-                {"id": "a", "values": table.values(0)},
-                {"id": "b", "values": table.values(7)},
-            ],
-            "reasons": why["fields"],
-            "probability": why["probability"],
-        }
-    )
-    for reason in why["fields"]:
+    ids = [f"r{k}" for k in range(len(texts))]
+    sides = np.arange(len(texts)) % 2  # every pair of an even and an odd record is a link
+    link = deciding_link(model, table, ids, sides, len(texts))
+    left, right = i[sides[i] != sides[j]], j[sides[i] != sides[j]]
+    best = model.probability(table, left.astype(np.int64), right.astype(np.int64)).max()
+    assert link is not None and link["probability"] == best  # brute force over the links
+    X = np.random.default_rng(0).normal(size=(len(texts), 4)).astype(np.float32)
+    run = {
+        "id": 1,
+        "collection": "c",
+        "created_at": "now",
+        "as_of_seq": 1,
+        "algorithm": "mbscc",
+        "metrics": coreference_report(SCC(k=3).fit(X).hierarchy_, sides, threshold=0.5),
+    }
+    link.update(meaning="the strongest link", considered=2)
+    error = {"title": "entity 1", "size": 2, "parts": 2, "lineage": "", "link": link}
+    error["records"] = [{"id": x, "gold": "g", "entity": 1, "excerpt": ""} for x in ids[:2]]
+    html = render_report(run, [run], errors={"false_merges": [error], "splits": []})
+    for reason in link["fields"]:
         assert f"<th>{reason['field']}</th>" in html
-        assert f"{reason['weight']:+.1f}" in html
-    assert html.count(texts[0].split()[0]) >= 1
+        assert f"{reason['weight']:+.2f}" in html
 
 
 def test_a_retrained_model_compares_free_text_as_the_model_it_replaces() -> None:
