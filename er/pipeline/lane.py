@@ -126,9 +126,7 @@ class Step(Protocol):
     def begin(self, state: _State) -> tuple[list[tuple[str, Any]], bool]:
         """The step's ``(external id, payload)`` rows and whether the state lacks them."""
 
-    def search(
-        self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]
-    ) -> Any:
+    def search(self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]) -> Any:
         """Featurize and index the rows; what :meth:`cluster` needs of the search."""
 
     def cluster(

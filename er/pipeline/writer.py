@@ -190,7 +190,9 @@ class _BatchJob:
     def again(self, group: Sequence[_Queued]) -> _BatchJob:
         """The step of ``group``, batches done since the checkpoint, replayed into the
         state after a failure (:meth:`er.pipeline.lane._Lane._failed`)."""
-        job = _BatchJob.of(self.engine, self.graph, self.collection, self.coll_id, self.config, group)
+        job = _BatchJob.of(
+            self.engine, self.graph, self.collection, self.coll_id, self.config, group
+        )
         job.replay = True
         return job
 
