@@ -34,7 +34,8 @@ from er.exceptions import ConfigError
 __all__ = ["BACKENDS", "NeighborIndex", "VectorIndex", "load_index", "make_index"]
 
 BACKENDS = ("auto", "exact", "hnsw", "annoy")
-# Defaults chosen by bench/bench_ann.py on the hard 64-d mixture (bench/RESULTS.md).
+# Defaults chosen by `python -m bench ann` on the hard 64-d mixture (bench/RESULTS.md,
+# "Incremental k-NN index").
 HNSW_DEFAULTS = {"M": 16, "ef_construction": 100, "ef": 300}
 ANNOY_DEFAULTS = {"n_trees": 50, "search_k": 10_000, "buffer_size": 10_000}
 AUTO_THRESHOLD = 5_000

@@ -170,8 +170,8 @@ def _task_result(result: Any, timeout: float) -> Any:
 # --wait asks each poll about the lowest WAIT_WINDOW of its batches not yet resolved
 # (the writer resolves a collection's batches in seq order), two columns of each: a
 # poll's cost stays flat however many batches a bulk load queued. Asking about every
-# queued batch as ORM rows took 0.07 s a poll at 90 batches and grew with them, the
-# client's and PostgreSQL's CPU taken from the worker (issue #30).
+# queued batch as ORM rows cost more with each batch queued, the client's and
+# PostgreSQL's CPU taken from the worker (issue #30; bench/HISTORY.md, 2026-11-26).
 WAIT_WINDOW = 64
 POLL_S = 0.2
 

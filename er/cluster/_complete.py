@@ -221,20 +221,18 @@ def _pairs_through(
 
 
 # -- completing the pairs around the cut's clusters ----------------------------------------
-# An entity larger than a component's budget reaches (one organisation's 1,710 of
-# 20,000 strings, bench/HISTORY.md) keeps many of its pairs unscored; average linkage
-# counts them as 0 and splits it (its four largest parts linked at 0.597 over all their
-# pairs, under 0.45 over the scored ones). Two clusters whose scored pairs average the
-# cut or more are looked at closer: PROBE_PAIRS of their pairs drawn at random estimate
-# their average linkage over all pairs without bias, and within PROBE_MARGIN of the cut
-# all their pairs are scored. Drawn with a fixed seed: a replayed batch completes the
-# same pairs.
+# An entity larger than a component's budget reaches keeps many of its pairs unscored;
+# average linkage counts them as 0 and splits it, its parts linking above the cut over
+# all their pairs but under it over the scored ones (bench/HISTORY.md, 2026-11-27).
+# Two clusters whose scored pairs average the cut or more are looked at closer:
+# PROBE_PAIRS of their pairs drawn at random estimate their average linkage over all
+# pairs without bias, and within PROBE_MARGIN of the cut all their pairs are scored.
+# Drawn with a fixed seed: a replayed batch completes the same pairs.
 PROBE_PAIRS = 32
 PROBE_MARGIN = 0.1
 PROBE_SEED = 0
-# Rounds of (complete around the cut's clusters, agglomerate again) per batch: on the
-# 20,000 strings a second pass added 10% more pairs and a third 2%, and two gave the
-# same F1 as four (0.8976 / 0.8974) in two thirds of the time.
+# Rounds of (complete around the cut's clusters, agglomerate again) per batch: each pass
+# finds fewer pairs to add, and two give the F1 of more (bench/HISTORY.md, 2026-11-27).
 REFINE_PASSES = 2
 
 

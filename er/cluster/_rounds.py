@@ -501,7 +501,7 @@ class Agglomerator:
         if self._nearest is None or self._merged is not None or self.sums is None:
             # two contractions without a look: start afresh; average / single
             # linkages are one read per edge, so kept answers do not pay there (SCC
-            # 50k, average: 0.81-0.88 s either way, alternated runs)
+            # at 50k, average linkage: the same time either way, alternated runs)
             self._nearest = None
             return
         nn, best = self._nearest

@@ -141,7 +141,7 @@ class SCC(_GraphClusterer):
 
     Notes
     -----
-    Why these defaults (issue #30; bench/RESULTS.md, "SCC defaults"): centroid
+    Why these defaults (issue #30; bench/RESULTS.md, "SCC and MBSCC defaults"): centroid
     linkage beats average-linkage HAC on the hard 64-d mixture of many small
     overlapping clusters (``er.cluster._synthetic.hard_mixture``), where sparse
     average linkage, which counts each pair the k-NN graph left out as a

@@ -18,12 +18,11 @@ from er.exceptions import ConfigError
 __all__ = ["DEFAULT_DIM", "ENCODERS", "FeaturizerConfig", "FieldSpec", "infer_config"]
 
 ENCODERS = ("ngrams", "exact", "numeric")
-# Chosen on FEBRL3 (bench/RESULTS.md, "Featurizer dimension and entity cut"): at 1,024
-# signed-hash dimensions MBSCC's pairwise F1 stays >= 0.9987 for every cut from 0.40 to
-# 0.50 (0.9995 at 0.45); 512 matches at 0.45 but falls to 0.995 at 0.40; 256 loses
-# 0.002-0.003; 4,096 gains 0.0003 at 1.5x MBSCC's and 4x HAC's time.
-# 512 was tried for speed (the index's product halves) and carried over worse: FEBRL2
-# pairwise F1 at 0.45 0.9964 (1,024: 0.9982), FEBRL4 0.9986 (0.9995) (`carry`, 2026-11-23).
+# Signed-hash dimensions: the fewest that keep MBSCC's pairwise F1 flat over the cuts
+# around the entity cut; fewer narrow that plateau, more cost time for little gain.
+# Chosen on FEBRL3 (bench/RESULTS.md, "Featurizer dimension and entity cut (FEBRL)");
+# 512, tried for speed, carried over worse to FEBRL2 and FEBRL4 (bench/HISTORY.md,
+# 2026-11-22).
 DEFAULT_DIM = 1024
 MAX_FIELD_CHARS = 1000
 

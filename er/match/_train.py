@@ -74,20 +74,17 @@ RANDOM_PAIRS = 500_000
 DEPENDENCE_ROUNDS = 4
 # Entities larger than the candidate lists (a firm's hundreds of patents among k = 10
 # neighbours) hold most of their matching pairs outside the candidates, which EM takes
-# for non-matches: its prior came out 0.007 on PATSTAT's first batch for a true 0.082,
-# and the random pairs behind u, one in twelve of them a match there, make an exact
-# name weak evidence. When the transitive closure of the pairs EM calls matches
-# (posterior at least CLOSURE_P) implies more matching pairs outside the candidates
-# than EM found inside them, EM is run again with those pairs counted in its prior and
-# the random pairs inside one closure component left out of u, up to CLOSURE_ROUNDS
-# times (PATSTAT pairwise F1 0.36 -> 0.88, bench/HISTORY.md). With small entities
-# (people, FEBRL) the closure implies less than EM found, and nothing changes; it
-# starts from pairs EM already calls matches, so where EM calls none nothing changes
-# either. On PATSTAT's first batch the closure settles in two rounds (largest
-# component 110, 189, 189; prior 0.089). On all its 2,379 records it chains firms
-# (414, then 1,164 for a largest firm of 676; prior 0.26 for 0.10): a round whose
-# largest component grows more than CHAIN_GROWTH times is not kept (prior 0.059).
-# Chosen on PATSTAT, the one set with entities this large.
+# for non-matches: its prior comes out a tenth of the true one on PATSTAT, and the
+# random pairs behind u, one in twelve of them a match there, make an exact name weak
+# evidence. When the transitive closure of the pairs EM calls matches (posterior at
+# least CLOSURE_P) implies more matching pairs outside the candidates than EM found
+# inside them, EM is run again with those pairs counted in its prior and the random
+# pairs inside one closure component left out of u, up to CLOSURE_ROUNDS times. With
+# small entities (people, FEBRL) the closure implies less than EM found, and nothing
+# changes; it starts from pairs EM already calls matches, so where EM calls none
+# nothing changes either. The closure can chain entities together: a round whose
+# largest component grows more than CHAIN_GROWTH times is not kept. Chosen on PATSTAT,
+# the one set with entities this large (bench/HISTORY.md, 2026-11-25).
 CLOSURE_P = 0.5
 CLOSURE_ROUNDS = 3
 CHAIN_GROWTH = 2.0

@@ -20,7 +20,8 @@ from er.pipeline.config import field_types, stored_model
 from er.stores.graph import GraphStore
 from er.stores.sql import count_mentions, find_collection, mentions_of_nodes
 
-# At most this many pairs per figure: a share's standard error is then under 0.012.
+# At most this many pairs per figure: a share's standard error is then at most
+# 0.5 / sqrt(2,000), about 1.1%.
 AGREEMENT_PAIRS = 2_000
 # The candidate pairs across entities are the NEAR edges of this many mentions.
 AGREEMENT_MENTIONS = 500

@@ -23,8 +23,9 @@ from er.stores.sql import (
 
 CONFIDENCE_LIMIT = 12  # mentions in the trellis (entity plus nearest outsiders): O(3^12)
 CONFIDENCE_CONTEXT = 4  # nearest outside mentions that compete for the entity's members
-# Inverse temperature of exp(beta * mean cosine): chosen on FEBRL2 by Brier score of the
-# pair probabilities (30: 0.0006, 60: 0.0005, 100: 0.0007), reported on FEBRL3; RESULTS.md
+# Inverse temperature of exp(beta * mean cosine): chosen on FEBRL2 by the Brier score of
+# the pair probabilities, reported on FEBRL3 (bench/RESULTS.md, "Entity confidence:
+# calibration"; bench/HISTORY.md, 2026-11-23).
 CONFIDENCE_BETA = 60.0
 # The same for a pair-model collection, whose similarities are match probabilities in
 # [0, 1] instead of cosines: not yet calibrated (bench_confidence runs on cosine).

@@ -160,11 +160,10 @@ def _candidates(given: Mapping[str, Any], types: Mapping[str, str] | None) -> st
 # Share of each field type in a pair-model collection's candidate vectors (the index
 # proposes the pairs the model scores): a number or a description (patent classes, a
 # co-author list) is shared by many entities, and at full weight pulls a record's
-# neighbours towards records alike in it rather than in name. On PATSTAT (a firm's
-# name beside coordinates, co-authors and classes) the gold-trained model's best
-# pairwise F1 rose from 0.49 to 0.93 with those at 0.1 (bench/HISTORY.md). Places stay
-# at 1: without a date of birth or an id, FEBRL3's candidates need them (0.9975 ->
-# 0.9962 at 0.1). Fixed on the tuning sets, before the test data was read.
+# neighbours towards records alike in it rather than in name (PATSTAT's firms beside
+# their coordinates, co-authors and classes). Places stay at 1: without a date of birth
+# or an id, FEBRL3's candidates need them. Fixed on the tuning sets, before the test
+# data was read (bench/HISTORY.md, 2026-11-25).
 CANDIDATE_WEIGHTS = {"number": 0.1, "text": 0.1}
 
 
@@ -181,10 +180,10 @@ def _candidate_weights(featurizer: FeaturizerConfig, types: Mapping[str, str]) -
 # The stored hierarchy of a pair-model collection stops at this match probability
 # (MBSCC's tau_min; issue #30): a merge of clusters whose pairs are 5% likely matches
 # on average says nothing about entities (cut at 0.5), and below it every batch would
-# rewrite the few clusters that span everything. On the hard people at 100k the batch's
-# delta fell from 3,734 to 2,619 nodes and 2,130 to 1,657 new edges, F1 the same to
-# 1e-4 (bench/HISTORY.md). What stays apart hangs under one root of score 0: a cut
-# above 0 but below the floor gives the floor's entities.
+# rewrite the few clusters that span everything: the floor shrinks a batch's graph
+# write and leaves F1 as it was (bench/HISTORY.md, 2026-11-25). What stays apart hangs
+# under one root of score 0: a cut above 0 but below the floor gives the floor's
+# entities.
 PAIR_FLOOR = 0.05
 
 
@@ -193,60 +192,40 @@ PAIR_FLOOR = 0.05
 # every pair of its components, not by the mean over the proposed pairs: its
 # pair probabilities are soft (a pair of affiliations of one institute is 0.3 as often
 # as 0.9), and the mean over the candidate pairs between two clusters, which ignores
-# the pairs the index did not propose, chains institutes together (Leipzig pairwise
-# F1 0.24 at any cut, bench/RESULTS.md "Free text alone"). Sparse average counts a
-# pair left out of the neighbours as no match, so an entity much larger than k is
-# split: k and a cut (0.1 then) were chosen together on two tuning sets of free text,
-# before Leipzig went through the pipeline, by their mean pairwise F1: PATSTAT's firm names
-# ("patstat-names", entities of tens to hundreds of records) and FEBRL3's fields
-# joined into one string ("febrl3-text", 1 to 5). Means at cut 0.1 / 0.15 / 0.2 / 0.3 /
-# 0.5: k 30 0.768 / 0.785 / 0.781 / 0.770 / 0.770; k 60 0.848 / 0.833 / 0.814 / 0.817 /
-# 0.821; k 100 0.884 / 0.836 / 0.850 / 0.830 / 0.823 (the floor 0.05 is no cut). The
-# two pull apart (PATSTAT's best cut is the lowest, FEBRL's the highest): one cut
-# cannot suit every entity size, which is what a linkage over every pair of a
-# component would mend (bench/HISTORY.md). A third tuning set came later, organisations
-# that share their cities ("orgs-places", bench/orgs.py): 0.729 there at k 100 and cut
-# 0.1, TF-IDF + HAC 0.702 at its best. What moves it is the candidates EM trains on (a
-# mention's 3 nearest: 0.806), which PATSTAT's large firms need deep (0.835 -> 0.513).
+# the pairs the index did not propose, chains institutes together (bench/RESULTS.md,
+# "Free text alone: the pair model's views and the linkage (Leipzig)"). Sparse average
+# counts a pair left out of the neighbours as no match, so an entity much larger than
+# k is split: the larger k, the larger the entities one cut suits. k was chosen with
+# the cut on two tuning sets of free text, before Leipzig went through the pipeline:
+# PATSTAT's firm names ("patstat-names", entities of tens to hundreds of records) and
+# FEBRL3's fields joined into one string ("febrl3-text", 1 to 5); a third came later,
+# organisations that share their cities ("orgs-places", bench/orgs.py). EM trains on
+# these candidates too, and PATSTAT's large firms need them deep (bench/HISTORY.md,
+# 2026-11-26 and 2026-11-27).
 FREE_TEXT_K = 100
 # A component's every pair is scored (up to FREE_TEXT_COMPLETE mentions), not the
 # lists' alone (MBSCC ``complete_max``, er.cluster._complete.complete_components):
 # two clusters then link by the mean match probability of all their pairs whatever
-# their sizes, and one cut suits small and large entities. Chosen with the cut on the
-# same three tuning sets, pairwise F1 (FEBRL3 text / orgs / PATSTAT names, every
-# record at once; bench/HISTORY.md): the lists alone at cut 0.1, 0.784 / 0.729 /
-# 0.835; every pair of a component at cut 0.3, 0.4, 0.5: 0.845 / 0.767 / 0.852,
-# 0.870 / 0.775 / 0.832, 0.889 / 0.669 / 0.759. A component's pairs grow with the
-# square of its size: one of more than FREE_TEXT_COMPLETE mentions scores its lists'
-# pairs and those two steps apart in them, as many as FREE_TEXT_COMPLETE mentions
-# have at most, or its lists' pairs alone when they are more (4.5 million, about 25 s
-# of scoring at the 180,000 pairs/s measured on Leipzig's model, per batch that
-# touches it). Organisations sharing places at 10,000 strings (tuning seed, 120
-# cities): pairwise F1 0.869 / B-cubed 0.706 at cut 0.4, 2.9 million pairs scored;
-# the clusters of mean-linkage rounds over the lists, completed inside, 0.646 / 0.693.
+# their sizes, and one cut suits small and large entities. A component's pairs grow
+# with the square of its size: one of more than FREE_TEXT_COMPLETE mentions scores its
+# lists' pairs and those two steps apart in them, as many as FREE_TEXT_COMPLETE
+# mentions have at most, or its lists' pairs alone when they are more (4.5 million,
+# 15-30 s of scoring per batch that touches it: bench/RESULTS.md, "Pair model: scoring
+# cost"). Chosen with the cut on the three tuning sets (bench/HISTORY.md, 2026-11-27).
 FREE_TEXT_COMPLETE = 3_000
-# An organisation larger than those pairs reach is still split: at 20,000 strings (240
-# cities, tuning seed) one holds 1,710, its four largest parts link at 0.597 over all
-# their pairs but under the cut over the scored ones, and pairwise F1 was 0.605 /
-# B-cubed 0.708 (TF-IDF + HAC 0.847 at its best cut). So such a component is completed
-# around the clusters at the collection's cut (MBSCC ``complete_at``,
-# er.cluster._complete.Completion.refine): every pair inside one, and those of two
-# whose linkage over all their pairs a probe of 32 puts within 0.1 of the cut; the
-# rounds then run again. There 0.897 / 0.734 (precision 0.896, recall 0.897), 108 s
-# against 69 s; at 3,000 mentions or fewer nothing changes (bench/HISTORY.md).
+# An entity larger than those pairs reach keeps many of its pairs unscored and is still
+# split, so such a component is completed around the clusters at the collection's cut
+# (MBSCC ``complete_at``, er.cluster._complete.Completion.refine): every pair inside
+# one, and those of two whose linkage over all their pairs a probe puts near the cut;
+# the rounds then run again. At FREE_TEXT_COMPLETE mentions or fewer nothing changes.
 # Each level of a free-text hierarchy holds average-linkage HAC's clusters at its
 # threshold (MBSCC ``exact_levels``): SCC's round joins whole chains of best
-# neighbours at a level, past clusters whose linkage to the chain is under it. At cut
-# 0.4, pairwise F1 every record at once, SCC rounds -> exact levels: FEBRL3 text
-# 0.870 -> 0.896, organisations 0.775 -> 0.828 (at 10,000 strings 0.869 -> 0.911),
-# PATSTAT names 0.832 -> 0.813. The cut was then chosen again on tuning data alone,
-# by the mean of pairwise and B-cubed F1 every record at once over the four tuning
-# seeds (those three and the 10,000 strings): 0.847 / 0.849 / 0.824 at 0.4 / 0.45 /
-# 0.5 (the three alone 0.854 / 0.856 / 0.844; organisations fall off at 0.5, 0.832 ->
-# 0.759). Before exact levels they fell apart there already (0.669) and 0.4 was
-# chosen (bench/HISTORY.md). The model's few distinct probabilities tie often, and
-# HAC's clusters then depend on the order of the ties: organisations moved by 0.04
-# when copies of one string came to merge at once (Agglomerator.merge_exact).
+# neighbours at a level, past clusters whose linkage to the chain is under it. The cut
+# is a match probability chosen on tuning data alone, by the mean of pairwise and
+# B-cubed F1 over the four tuning seeds (the three sets and organisations at 10,000
+# strings); above it organisations fall apart (bench/HISTORY.md, 2026-11-27). The
+# model's few distinct probabilities tie often, and HAC's clusters then depend on the
+# order of the ties: copies of one string merge at once (Agglomerator.merge_exact).
 DEFAULT_FREE_TEXT_CUT = 0.45
 
 

@@ -64,18 +64,15 @@ def train_on_batch(
 
 
 # The writer's first model knows the first batch only, and a first batch of 1,000 drawn
-# from a collection of 100,000 holds a dozen duplicate pairs (129 at 10,000): too few
-# for EM's m. So once the collection holds GROWTH_RETRAIN mentions the writer trains
-# the next version itself, on all of them, like `er train` (on the hard 100k people,
-# pairwise F1 0.749 -> 0.781; bench/HISTORY.md). Only a first-batch model is replaced
-# so: a model from `er train` or from gold labels stays until the user retrains.
-# Nor is a free-text collection's first model (its text in views) that EM fitted: EM
-# on more strings takes more near non-matches (organisations of one city) for
-# matches, and the retrained model scored 10,000 organisations' strings at pairwise
-# F1 0.498 / B-cubed 0.666 at the cut, where the first model kept scores 0.646 /
-# 0.703 (30 cities; with 120 and a large component scored two steps through its
-# lists, 0.607 against 0.869; bench/HISTORY.md); one whose fit failed (a first batch
-# of originals alone, EM's fallback prior) is retrained as any other.
+# from a collection of 100,000 holds a dozen duplicate pairs: too few for EM's m. So
+# once the collection holds GROWTH_RETRAIN mentions the writer trains the next version
+# itself, on all of them, like `er train` (bench/HISTORY.md, 2026-11-25). Only a
+# first-batch model is replaced so: a model from `er train` or from gold labels stays
+# until the user retrains. Nor is a free-text collection's first model (its text in
+# views) that EM fitted: EM on more strings takes more near non-matches (organisations
+# of one city) for matches, and the retrained model scores worse than the first
+# (bench/HISTORY.md, 2026-11-27); one whose fit failed (a first batch of originals
+# alone, EM's fallback prior) is retrained as any other.
 GROWTH_RETRAIN = 10_000
 
 

@@ -55,9 +55,8 @@ _BOLT_PORTS = range(20000, 32768)
 _COMPACT_ABOVE = 256 * 1024
 
 # The server rewrites its log as a snapshot past this and each time it doubles: a crash
-# in a collection's first session left up to 1 MB of queries to replay as scans before
-# (500 mentions killed after their first write: 290 kB, 39 s at the next start; 0.07 s
-# from the snapshot the server now makes by itself).
+# skips the clean stop's snapshot, and a log's queries replay as scans, far slower than
+# a snapshot loads (bench/HISTORY.md, 2026-11-27).
 _AUTO_REWRITE_AT = "64kb"
 
 # A base smaller than this holds no snapshot of a graph (an empty one is 118 bytes).
