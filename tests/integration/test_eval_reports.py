@@ -7,7 +7,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ import pytest
 from sklearn.metrics.cluster import pair_confusion_matrix
 
 from ._cli import embedded_env, er, ingest_and_eval
-from ._procs import stop_all
+from ._procs import own_redis_db, stop_all
 
 pytestmark = [pytest.mark.graph]
 
@@ -74,7 +73,7 @@ def test_without_gold_labels_no_numbers(demo_dir: Path, tmp_path: Path) -> None:
 @pytest.mark.celery
 @pytest.mark.slow
 def test_beat_and_worker_evaluate_on_schedule(demo_dir: Path) -> None:
-    db = 1 + uuid.uuid4().int % 15  # a Redis database of its own
+    db = own_redis_db()
     extra = {
         "ER_BROKER_URL": f"redis://127.0.0.1:6379/{db}",
         "ER_EVAL_SCHEDULE": json.dumps({"demo": 2}),

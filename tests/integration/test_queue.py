@@ -14,13 +14,12 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ._procs import stop_all
+from ._procs import own_redis_db, stop_all
 
 pytestmark = [pytest.mark.celery, pytest.mark.postgres, pytest.mark.graph, pytest.mark.slow]
 
@@ -103,7 +102,7 @@ def test_febrl3_through_redis_and_two_workers_equals_the_in_process_run(
         "ER_GRAPH_URL": f"falkordb://:{falkordb_server.password}@127.0.0.1:{falkordb_server.port}",
         "ER_DATA_DIR": str(tmp_path / "data"),
     }
-    db = 1 + uuid.uuid4().int % 15  # a Redis database of its own
+    db = own_redis_db()
     queued = _env(stores, ER_BROKER_URL=f"redis://127.0.0.1:6379/{db}")
     workers = [
         subprocess.Popen(

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import pytest
 
 from er.cli.service import INGEST_NICENESS
 
-from ._procs import stop_all
+from ._procs import own_redis_db, stop_all
 
 pytestmark = [pytest.mark.celery, pytest.mark.postgres, pytest.mark.graph, pytest.mark.slow]
 
@@ -101,7 +100,7 @@ def _ingesters(worker: subprocess.Popen[str]) -> list[psutil.Process]:
 def test_ingest_runs_beside_the_writer_and_dies_with_it(
     pg_url: str, falkordb_server: Any, tmp_path: Path, records: Path
 ) -> None:
-    db = 1 + uuid.uuid4().int % 15  # a Redis database of its own
+    db = own_redis_db()
     env = _env(pg_url, falkordb_server, tmp_path, db)
     worker = _start(env)
     try:
@@ -135,7 +134,7 @@ def test_ingest_runs_beside_the_writer_and_dies_with_it(
 def test_a_warm_stop_ends_both_and_no_ingesters_is_one_process(
     pg_url: str, falkordb_server: Any, tmp_path: Path
 ) -> None:
-    db = 1 + uuid.uuid4().int % 15
+    db = own_redis_db()
     env = _env(pg_url, falkordb_server, tmp_path, db)
     worker = _start(env, "--ingesters", "2")
     try:
