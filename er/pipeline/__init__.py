@@ -30,7 +30,6 @@ Modules, each importing only what its step needs:
 
 from er.pipeline.confidence import CONFIDENCE_CONTEXT, CONFIDENCE_LIMIT, mention_confidence
 from er.pipeline.config import (
-    CONFIG_KEYS,
     DEFAULT_ALGORITHM,
     DEFAULT_CUT,
     DEFAULT_ENTITY_CUT,
@@ -57,6 +56,7 @@ from er.pipeline.run import (
     run_status,
     run_train,
 )
+from er.pipeline.schema import CONFIG_KEYS
 from er.pipeline.state import NEAR_K
 from er.pipeline.state import _State as _State  # checkpoints pickled before the split
 from er.pipeline.status import collection_status, recent_work, writer_seconds, writer_stages

@@ -6,13 +6,14 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, get_args
 
 from er.cluster import MBSCC
 from er.exceptions import ConfigError
 from er.featurize import Featurizer, FeaturizerConfig, FieldTypes, infer_config
 from er.match import PairModel
 from er.match._views import free_text_only
+from er.pipeline.schema import Algorithm, Candidates, Scoring, checked_config
 
 DEFAULT_CUT = 0.5  # entity cut for collections whose config names none
 
@@ -28,19 +29,10 @@ DEFAULT_PAIR_CUT = 0.5
 # How candidate pairs are scored: "pair_model" (typed fields, Fellegi-Sunter weights,
 # er.match; the default for records) or "cosine" (the vectors' cosine; the only choice
 # for precomputed embeddings, and what collections made before the pair model keep).
-SCORINGS = ("pair_model", "cosine")
+SCORINGS: tuple[str, ...] = get_args(Scoring)
 # LLAMA is a batch algorithm: the writer re-runs it over every point per batch (its
 # partial_fit), keeping node ids by point set; fine up to some tens of thousands.
-PIPELINE_ALGORITHMS = ("mbscc", "grinch", "llama")
-CONFIG_KEYS = (
-    "featurizer",
-    "algorithm",
-    "params",
-    "cut_threshold",
-    "scoring",
-    "field_types",
-    "candidates",
-)
+PIPELINE_ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
 # How a batch's candidate pairs are found (issue #30): "keys", records sharing a
 # blocking key (er.ann.KeyIndex: a cost per record that does not grow with the
 # collection), re-scored by the vectors' cosine; or "exact", the vectors' exact k-NN
@@ -48,7 +40,7 @@ CONFIG_KEYS = (
 # them: with one or two, a typo in one leaves no key to agree on (Leipzig's single
 # affiliation string), so such collections, cosine-scored ones and collections made
 # before the keys search exactly.
-CANDIDATES = ("keys", "exact")
+CANDIDATES: tuple[str, ...] = get_args(Candidates)
 KEYED_MIN_FIELDS = 3
 
 
@@ -96,15 +88,11 @@ def new_collection_config(
     records : sequence
         The first batch (the featurizer is inferred from its object records).
     given : mapping, optional
-        Any of :data:`CONFIG_KEYS`; ``field_types`` may name some fields only (the rest
-        are inferred). The trained pair model is added by the writer (``pair_model``).
+        Any of :data:`CONFIG_KEYS`, checked by :class:`er.pipeline.schema.GivenConfig`;
+        ``field_types`` may name some fields only (the rest are inferred). The trained
+        pair model is added by the writer (``pair_model``).
     """
-    given = dict(given or {})
-    unknown = set(given) - set(CONFIG_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"collection config: unknown key(s) {sorted(unknown)}; known {CONFIG_KEYS}."
-        )
+    given = checked_config({} if given is None else given)
     if "featurizer" in given:
         featurizer = FeaturizerConfig.from_json(given["featurizer"])
     else:
@@ -121,8 +109,6 @@ def new_collection_config(
         )
     free_text = types is not None and free_text_only(types.kinds)
     cut = given.get("cut_threshold", _default_cut(scoring, free_text))
-    if isinstance(cut, bool) or not isinstance(cut, int | float):
-        raise ConfigError(f"collection config: cut_threshold must be a number. Got {cut!r}.")
     params = given.get("params", _default_params(algorithm, scoring, free_text, float(cut)))
     _make_core(algorithm, params)
     out = {
@@ -146,10 +132,6 @@ def _candidates(given: Mapping[str, Any], types: Mapping[str, str] | None) -> st
     """The collection's candidate search (:data:`CANDIDATES`), checked or defaulted."""
     default = "keys" if types is not None and len(types) >= KEYED_MIN_FIELDS else "exact"
     chosen = given.get("candidates", default)
-    if chosen not in CANDIDATES:
-        raise ConfigError(
-            f"collection config: candidates must be one of {CANDIDATES}. Got {chosen!r}."
-        )
     if chosen == "keys" and types is None:
         raise ConfigError(
             'collection config: "candidates": "keys" needs typed fields ("scoring": "pair_model").'
@@ -263,8 +245,6 @@ def _default_params(
 
 def _scoring(given: Mapping[str, Any], featurizer: FeaturizerConfig) -> str:
     scoring = given.get("scoring", "cosine" if featurizer.vector_field else "pair_model")
-    if scoring not in SCORINGS:
-        raise ConfigError(f"collection config: scoring must be one of {SCORINGS}. Got {scoring!r}.")
     if scoring == "pair_model" and featurizer.vector_field:
         raise ConfigError(
             "collection config: a precomputed-vector collection has no fields for a pair "

@@ -65,7 +65,7 @@ def test_candidates_are_keys_for_several_typed_fields_else_exact() -> None:
 @pytest.mark.parametrize(
     ("given", "says"),
     [
-        ({"candidates": "hnsw"}, "candidates must be one of"),
+        ({"candidates": "hnsw"}, "candidates: must be one of 'keys', 'exact'. Got 'hnsw'"),
         ({"candidates": "keys", "scoring": "cosine"}, "needs typed fields"),
     ],
 )
@@ -108,3 +108,33 @@ def test_a_free_text_collection_gets_average_linkage_its_neighbours_and_cut() ->
     firms = new_collection_config(RECORDS, id_field="rec_id", gold_field=None)
     assert firms["params"]["linkage"] == "mean" and firms["cut_threshold"] == DEFAULT_PAIR_CUT
     assert "complete_max" not in firms["params"]
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ({"colour": 1}, "unknown key 'colour'; known ['featurizer', 'algorithm'"),
+        ({"algorithm": "kmeans"}, "algorithm: must be one of 'mbscc', 'grinch', 'llama'"),
+        ({"scoring": "dice"}, "scoring: must be one of 'pair_model', 'cosine'. Got 'dice'"),
+        ({"cut_threshold": True}, "cut_threshold: must be a number. Got True"),
+        ({"cut_threshold": "0.4"}, "cut_threshold: must be a number. Got '0.4'"),
+        ({"cut_threshold": 2}, "cut_threshold: input should be less than or equal to 1"),
+        ({"params": [1]}, "params: must be an object. Got [1]"),
+        ({"field_types": {"name": 5}}, "field_types.name: must be a string. Got 5"),
+        ({"field_types": {"name": "colour"}}, "field_types: field 'name': 'colour' is not a type"),
+        ("abc", "collection config must be a JSON object. Got 'abc'"),
+    ],
+)
+def test_the_config_schema_refuses_with_one_line(given: object, says: str) -> None:
+    """Issue #55: the given config is checked by one declared schema
+    (er.pipeline.schema.GivenConfig), each error one line naming the key."""
+    with pytest.raises(ConfigError) as err:
+        new_collection_config(RECORDS, id_field="rec_id", gold_field=None, given=given)
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_json_integer_is_a_cut() -> None:
+    config = new_collection_config(
+        RECORDS, id_field="rec_id", gold_field=None, given={"cut_threshold": 1}
+    )
+    assert config["cut_threshold"] == 1.0
