@@ -82,6 +82,50 @@ def test_compose_wires_every_service_with_er_variables() -> None:
         assert f"COPY {path} ./{path}" in dockerfile
 
 
+def _secrets_in(value: object) -> list[str]:
+    """Literal passwords in a compose value: a password-like key or a URL's password
+    that is not a ${VAR} reference."""
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            secret = any(w in str(key).upper() for w in ("PASSWORD", "AUTH", "SECRET"))
+            if secret and isinstance(item, str) and "${" not in item:
+                found.append(f"{key}={item}")
+            found += _secrets_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            found += _secrets_in(item)
+    elif isinstance(value, str):
+        found += [value for m in re.finditer(r"://[^:/@]+:([^@]+)@", value) if "${" not in m[1]]
+    return found
+
+
+def test_compose_holds_no_secret_publishes_on_loopback_and_keeps_redis() -> None:
+    # issue #54: the passwords come from docker/.env (env.example names them), every
+    # published port is bound to an address (loopback by default), Redis has an
+    # append-only file on a volume (queued records ride in its messages)
+    doc = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
+    assert _secrets_in(doc) == []
+    for name, svc in doc["services"].items():
+        for port in svc.get("ports", []):
+            assert str(port).startswith("${ER_PUBLISH_ADDR:-127.0.0.1}:"), (name, port)
+    redis = doc["services"]["redis"]
+    assert "--appendonly" in redis["command"] and "yes" in redis["command"]
+    assert any(v.endswith(":/data") for v in redis["volumes"])
+    example = (ROOT / "docker" / "env.example").read_text()
+    named = set(re.findall(r"\$\{(ER_[A-Z0-9_]+)", (ROOT / "docker" / "compose.yaml").read_text()))
+    assert named <= set(re.findall(r"^(ER_[A-Z0-9_]+)=", example, re.M))
+    assert "docker/.env" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_secret_check_finds_literal_passwords() -> None:
+    assert _secrets_in({"a": {"NEO4J_AUTH": "neo4j/x", "B": ["redis://u:pw@h"]}}) == [
+        "NEO4J_AUTH=neo4j/x",
+        "redis://u:pw@h",
+    ]
+    assert _secrets_in({"P_PASSWORD": "${P:?set}", "U": "pg://er:${P}@h"}) == []
+
+
 def test_readme_opens_with_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text()
     blocks = [b.split("```")[0] for b in readme.split("```bash\n")[1:3]]
