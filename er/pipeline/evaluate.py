@@ -236,7 +236,7 @@ def _write_report(
     )
     page = render_report(history[-1], history, errors=errors, model=model)
     out = reports_dir / _safe(collection)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True, mode=0o700)
     html_path = out / f"run-{run.id}.html"
     _write_atomic(html_path, page)
     _write_atomic(out / f"run-{run.id}.json", json.dumps(history[-1], default=str, indent=1))
@@ -244,6 +244,10 @@ def _write_report(
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file, readable by its owner alone
+    (a report quotes records, issue #54)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
     os.replace(tmp, path)

@@ -191,7 +191,10 @@ def test_report_shows_errors_field_by_field_with_the_models_reasons(tmp_path: Pa
     records = febrl_records()[:300]
     twin = dict(records[0], rec_id="twin-of-0", entity="someone-else")  # same values
     _, doc = _ingest_and_eval(tmp_path, [*records, twin])
-    page = Path(doc["report_path"]).read_text()
+    report = Path(doc["report_path"])
+    # records are quoted: the report and its folder are the owner's alone (issue #54)
+    assert report.stat().st_mode & 0o777 == 0o600 and report.parent.stat().st_mode & 0o777 == 0o700
+    page = report.read_text()
     assert 'id="plot-weights"' in page and "<svg" in page
     merges = page[page.index('id="false-merges"') : page.index('id="splits"')]
     assert "twin-of-0" in merges
