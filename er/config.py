@@ -39,6 +39,10 @@ class Settings(BaseSettings):
         Scheduled evaluations (``ER_EVAL_SCHEDULE``): a JSON object from collection name
         to seconds between runs or a crontab line, e.g.
         ``{"people": 3600, "products": "0 3 * * *"}``. Empty: none.
+    heartbeat_s : float
+        Seconds between a worker process's heartbeats (``ER_HEARTBEAT_S``); ``er status``
+        calls a worker gone, and the batches it left running stranded, once it has been
+        silent for twice its interval.
     """
 
     model_config = SettingsConfigDict(env_prefix="ER_", extra="ignore")
@@ -51,6 +55,7 @@ class Settings(BaseSettings):
     graph_name: str = "er"
     broker_url: str | None = None
     eval_schedule: str = ""
+    heartbeat_s: float = Field(default=5.0, gt=0)
 
     @property
     def reports_dir(self) -> Path:

@@ -6,6 +6,7 @@ from typing import Any
 
 from er.exceptions import TransientStoreError
 from workers.app import CLUSTER_BUDGET_S, CLUSTER_QUEUE, app, settings
+from workers.signals import worker_id
 
 _RETRY: dict[str, Any] = {
     "autoretry_for": (TransientStoreError,),
@@ -62,7 +63,9 @@ def cluster(collection: str) -> list[dict[str, Any]]:
     # batch pending when it starts: most of a bulk load's messages find nothing left
     if not has_pending(settings, collection):
         return []
-    reports = run_cluster(settings, collection, budget_s=CLUSTER_BUDGET_S, flush=False)
+    reports = run_cluster(
+        settings, collection, budget_s=CLUSTER_BUDGET_S, flush=False, worker=worker_id()
+    )
     if reports and has_pending(settings, collection):
         cluster.apply_async(kwargs={"collection": collection}, queue=CLUSTER_QUEUE)
     return reports

@@ -3,7 +3,8 @@
 er init                          create or upgrade the relational and graph stores
 er demo                          the main job on embedded defaults (no services)
 er ingest FILE --collection C    records in (JSONL or CSV), entities out
-er status / er export entities   batches and lag; entity of every mention (CSV)
+er status / er export entities   batches, lag, workers; entity of every mention (CSV)
+er retry / er rejects            failed work taken again; refused records listed
 er cluster ...                   run a clustering core on X.npy, write S.json
 er score ...                     metrics of S.json against gold labels (JSON)
 er query ...                     canned lineage queries against the graph store
@@ -24,6 +25,7 @@ from er.cli.cluster import ALGORITHMS, cmd_cluster, cmd_score
 from er.cli.cut import cmd_cut
 from er.cli.evaluate import cmd_eval, cmd_report
 from er.cli.ingest import cmd_ingest
+from er.cli.operations import cmd_rejects, cmd_retry
 from er.cli.query import cmd_query
 from er.cli.service import cmd_beat, cmd_demo, cmd_init, cmd_worker
 from er.cli.status import cmd_export, cmd_status
@@ -103,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser(
-        "status", help="batches by status, lag, counts, rejects; rate and stages of recent batches"
+        "status",
+        help="batches by status, lag, counts, rejects; rate and stages of recent batches; "
+        "workers, stranded batches, failed tasks",
     )
     p.add_argument("--collection", default=None)
     p.add_argument(
@@ -113,6 +117,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser(
+        "retry",
+        help="take a collection's failed batches and tasks, and its stranded batches, again",
+        description="Failed batches go back to pending (a batch that later batches have "
+        "passed is queued under a new seq), batches stranded on a worker that is gone and "
+        "failed ingest tasks are queued again; the writer takes them (through the broker, "
+        "or here without one). Mend the cause first: a batch failing again is failed again.",
+    )
+    p.add_argument("--collection", required=True)
+    p.add_argument("--batch", type=int, default=None, metavar="SEQ", help="only this batch")
+    p.set_defaults(func=cmd_retry)
+
+    p = sub.add_parser("rejects", help="a collection's rejected records: id, field, reason")
+    p.add_argument("--collection", required=True)
+    p.add_argument("--format", choices=("csv", "json"), default="csv")
+    p.set_defaults(func=cmd_rejects)
 
     p = sub.add_parser("export", help="entities of a collection as CSV")
     p.add_argument("what", choices=("entities",))

@@ -11,7 +11,7 @@ from er.cli._common import _database, _settings
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from er.pipeline import run_status
+    from er.pipeline import run_status, run_workers
 
     settings = _settings()
     _database(settings).dispose()
@@ -33,7 +33,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         table.add_row(r["collection"], *counts, *extra)
     console = Console()
     console.print(table)
+    workers = rows[0]["workers"] if rows else run_workers(settings)
+    if workers:
+        console.print(_workers_table(workers))
     for r in rows:
+        for line in problem_lines(r):
+            console.print(line, highlight=False)
         if r["recent"]["batches"]:
             console.print(_recent_line(r["collection"], r["recent"]), highlight=False)
         if r.get("values"):
@@ -41,6 +46,69 @@ def cmd_status(args: argparse.Namespace) -> int:
         if r.get("model_agreement"):
             console.print(agreement_line(r["collection"], r["model_agreement"]), highlight=False)
     return 0
+
+
+def _workers_table(workers: list[dict[str, Any]]) -> Any:
+    """The workers seen in the last hour: state, last beat, last task."""
+    from rich.table import Table
+
+    table = Table(title="workers")
+    for name in ("worker", "pid", "host", "queues", "state", "last seen", "last task"):
+        table.add_column(name, justify="right" if name in ("pid", "last seen") else "left")
+    for w in workers:
+        table.add_row(
+            w["name"],
+            str(w["pid"]),
+            w["host"],
+            ",".join(w["queues"]),
+            w["state"],
+            f"{_span(w['silent_s'])} ago",
+            w["last_task"] or "",
+        )
+    return table
+
+
+def problem_lines(row: dict[str, Any]) -> list[str]:
+    """What went wrong in a collection, a line each: batches stranded on a worker that
+    is gone (by worker), the last failed batch, the failed tasks; each says how to
+    take them again."""
+    name, lines = row["collection"], []
+    retry = f"`er retry --collection {name}` queues"
+    by_why: dict[str, list[int]] = {}
+    for s in row["stranded"]:
+        by_why.setdefault(s["why"], []).append(s["batch_seq"])
+    for why, seqs in by_why.items():
+        them = "it" if len(seqs) == 1 else "them"
+        lines.append(
+            f"{name}, stranded: {_batches(seqs)} marked running, but {why}. {retry} {them} again."
+        )
+    failed = row["batches"].get("failed", 0)
+    if failed and row["last_failed"] is not None:
+        last = row["last_failed"]
+        lines.append(
+            f"{name}, failed: {failed} batch{'es' if failed != 1 else ''}; the last, batch "
+            f"{last['batch_seq']}: {_sentence(last['error'])} Mend the cause, then {retry} "
+            f"{'it' if failed == 1 else 'them'} again."
+        )
+    tasks = row["failed_tasks"]
+    if tasks["count"]:
+        last, n = tasks["last"], tasks["count"]
+        at = (last["at"] or "")[:19].replace("T", " ")
+        lines.append(
+            f"{name}, failed in a worker: {n} task{'s' if n != 1 else ''}; the last, "
+            f"{last['task']} at {at} UTC: {_sentence(last['reason'])} Mend the cause, then "
+            f"{retry} {'it' if n == 1 else 'them'} again."
+        )
+    return lines
+
+
+def _sentence(reason: str | None) -> str:
+    """A stored reason as a sentence (one full stop)."""
+    return (reason or "no reason stored").rstrip(". ") + "."
+
+
+def _batches(seqs: list[int]) -> str:
+    return f"batch {seqs[0]}" if len(seqs) == 1 else "batches " + ", ".join(map(str, seqs))
 
 
 def agreement_line(collection: str, a: dict[str, Any]) -> str:

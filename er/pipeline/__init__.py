@@ -24,6 +24,9 @@ Modules, each importing only what its step needs:
 - :mod:`~er.pipeline.cut`: changing a collection's entity cut;
 - :mod:`~er.pipeline.train`: training a collection's pair model;
 - :mod:`~er.pipeline.status`: batches, lag and the writer's recent work;
+- :mod:`~er.pipeline.heartbeat`: each worker process's heartbeat;
+- :mod:`~er.pipeline.operations`: workers, stranded batches, failed tasks, retries,
+  rejected records;
 - :mod:`~er.pipeline.stores`: the process's store connections;
 - :mod:`~er.pipeline.run`: the ``run_*`` entry points.
 """
@@ -41,6 +44,7 @@ from er.pipeline.config import (
 )
 from er.pipeline.evaluate import evaluate_collection
 from er.pipeline.fit import fit_and_store
+from er.pipeline.heartbeat import Heartbeat, start_heartbeat
 from er.pipeline.ingest import ingest_records
 from er.pipeline.partition import entities
 from er.pipeline.queries import explain_pair, mention_entity, mention_history
@@ -53,8 +57,13 @@ from er.pipeline.run import (
     run_evaluation,
     run_ingest,
     run_lineage,
+    run_rejects,
+    run_retry,
     run_status,
+    run_task_failed,
+    run_tasks_retried,
     run_train,
+    run_workers,
 )
 from er.pipeline.schema import CONFIG_KEYS
 from er.pipeline.state import NEAR_K
@@ -75,6 +84,7 @@ __all__ = [
     "PIPELINE_ALGORITHMS",
     "PIPELINE_PARAMS",
     "SCORINGS",
+    "Heartbeat",
     "close_stores",
     "cluster_pending",
     "collection_status",
@@ -96,8 +106,14 @@ __all__ = [
     "run_evaluation",
     "run_ingest",
     "run_lineage",
+    "run_rejects",
+    "run_retry",
     "run_status",
+    "run_task_failed",
+    "run_tasks_retried",
     "run_train",
+    "run_workers",
+    "start_heartbeat",
     "writer_seconds",
     "writer_stages",
 ]

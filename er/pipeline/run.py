@@ -5,7 +5,7 @@ the CLI call these, each one pipeline function.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -17,6 +17,7 @@ from er.pipeline.confidence import mention_confidence
 from er.pipeline.cut import change_cut, cut_from_gold
 from er.pipeline.evaluate import evaluate_collection, score_collection
 from er.pipeline.ingest import ingest_records
+from er.pipeline.operations import keep_failed_task, plan_retry, reason_of, rejects, worker_rows
 from er.pipeline.partition import entities
 from er.pipeline.queries import explain_pair, mention_entity, mention_history
 from er.pipeline.status import collection_status
@@ -24,7 +25,7 @@ from er.pipeline.stores import _engine, _stores, _transient_sql
 from er.pipeline.train import retrain
 from er.pipeline.writer import cluster_pending
 from er.stores.graph import GraphStore
-from er.stores.sql import Mention, any_pending, find_collection
+from er.stores.sql import Mention, any_pending, find_collection, mark_tasks_retried
 
 logger = logging.getLogger(__name__)
 
@@ -157,22 +158,29 @@ def run_lineage(
 def run_status(
     settings: Any, collection: str | None = None, agreement: bool = True
 ) -> list[dict[str, Any]]:
-    """``collection_status`` of one collection, or of every collection (``er status``),
-    each with its ``model_agreement`` (the gold-free signal; ``agreement`` False leaves
-    it out, and the graph unopened)."""
-    from er.stores.sql import Collection
+    """``collection_status`` of one collection, or of every collection and every name
+    that failed tasks give (``er status``), each with its ``model_agreement`` (the
+    gold-free signal; ``agreement`` False leaves it out, and the graph unopened)."""
+    from er.stores.sql import Collection, failed_task_names
 
     engine = _engine(settings)
     with _transient_sql(), Session(engine) as session:
-        names = (
-            [collection]
-            if collection is not None
-            else list(session.scalars(select(Collection.name).order_by(Collection.id)))
-        )
-        rows = [collection_status(session, name) for name in names]
+        if collection is not None:
+            names = [collection]
+        else:
+            names = list(session.scalars(select(Collection.name).order_by(Collection.id)))
+            names += [n for n in failed_task_names(session) if n not in names]
+        workers = worker_rows(session)
+        rows = [collection_status(session, name, workers) for name in names]
         if agreement:
             _with_agreement(settings, session, rows)
         return rows
+
+
+def run_workers(settings: Any) -> list[dict[str, Any]]:
+    """The workers ``er status`` shows (:func:`er.pipeline.operations.worker_rows`)."""
+    with _transient_sql(), Session(_engine(settings)) as session:
+        return worker_rows(session)
 
 
 def _with_agreement(settings: Any, session: Session, rows: list[dict[str, Any]]) -> None:
@@ -181,6 +189,9 @@ def _with_agreement(settings: Any, session: Session, rows: list[dict[str, Any]])
     try:
         _, graph = _stores(settings)
         for row in rows:
+            if not row["batches"]:  # named only by failed tasks: nothing to read
+                row["model_agreement"] = None
+                continue
             row["model_agreement"] = model_agreement(session, graph, row["collection"])
     except ERError as exc:
         logger.warning("entities against the pair model not shown: %s", exc)
@@ -194,9 +205,10 @@ def run_cluster(
     on_batch: Callable[[dict[str, Any]], None] | None = None,
     budget_s: float | None = None,
     flush: bool = True,
+    worker: int | None = None,
 ) -> list[dict[str, Any]]:
     """Cluster a collection's pending batches on the stores ``settings`` name
-    (:func:`cluster_pending`)."""
+    (:func:`cluster_pending`; ``worker``: the worker process's id, see there)."""
     engine, graph = _stores(settings)
     with _transient_sql():
         return cluster_pending(
@@ -207,7 +219,53 @@ def run_cluster(
             on_batch=on_batch,
             budget_s=budget_s,
             flush=flush,
+            worker=worker,
         )
+
+
+def run_retry(settings: Any, collection: str, batch: int | None = None) -> dict[str, Any]:
+    """Put a collection's failed batches back to pending and commit; what to queue
+    again (:func:`er.pipeline.operations.plan_retry`, ``er retry``). The caller queues
+    the writer's run and the failed tasks, then calls :func:`run_tasks_retried`."""
+    with _transient_sql(), Session(_engine(settings)) as session, session.begin():
+        plan = plan_retry(session, collection, batch)
+    for b in plan["batches"]:
+        moved = "" if b["now"] == b["batch_seq"] else f" as batch {b['now']}"
+        logger.info("batch %d of %s queued again%s", b["batch_seq"], collection, moved)
+    return plan
+
+
+def run_tasks_retried(settings: Any, ids: Sequence[int]) -> None:
+    """Record that these failed tasks were queued (or run) again."""
+    with _transient_sql(), Session(_engine(settings)) as session, session.begin():
+        mark_tasks_retried(session, ids)
+
+
+def run_task_failed(
+    settings: Any,
+    *,
+    task: str,
+    task_id: str | None,
+    kwargs: Mapping[str, Any],
+    error: BaseException,
+) -> None:
+    """Keep a task that failed for good in a worker (its reason and arguments), for
+    ``er status`` and ``er retry``. Never raises: the store may be what failed (the
+    worker's log then holds the task's error and this one)."""
+    try:
+        with Session(_engine(settings)) as session, session.begin():
+            keep_failed_task(
+                session, task=task, task_id=task_id, kwargs=kwargs, error=reason_of(error)
+            )
+    except Exception as exc:
+        logger.error("task %s (%s) failed and could not be recorded: %s", task_id, task, exc)
+
+
+def run_rejects(settings: Any, collection: str) -> list[dict[str, Any]]:
+    """A collection's rejected records (``er rejects``;
+    :func:`er.pipeline.operations.rejects`)."""
+    with _transient_sql(), Session(_engine(settings)) as session:
+        return rejects(session, collection)
 
 
 def has_pending(settings: Any, collection: str) -> bool:

@@ -1,4 +1,5 @@
-"""``er status``: batches by status, lag, and the writer's recent rate and stages."""
+"""``er status``: batches by status, lag, the writer's recent rate and stages, and what
+went wrong (failed and stranded batches, failed tasks) with the workers' heartbeats."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from er.exceptions import ERError
+from er.pipeline.operations import (
+    failed_task_summary,
+    last_failed_batch,
+    stranded_batches,
+    worker_rows,
+)
 from er.stores.sql import (
     batch_counts,
     find_collection,
@@ -17,12 +24,35 @@ from er.stores.sql import (
 )
 
 
-def collection_status(session: Session, collection: str) -> dict[str, Any]:
+def collection_status(
+    session: Session, collection: str, workers: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Batches by status, counts, rejects, lag (seconds the oldest pending batch waits)
-    and, over the last done batches, throughput and time per stage (:func:`recent_work`)."""
+    and, over the last done batches, throughput and time per stage (:func:`recent_work`);
+    what went wrong: the batch that ``last_failed``, batches ``stranded`` on a worker
+    that is gone and ``failed_tasks`` (:mod:`er.pipeline.operations`); and the
+    ``workers`` (:func:`er.pipeline.operations.worker_rows`, read here if not given).
+
+    A collection that only failed tasks name (its first ingest failed in a worker)
+    gets a row of zeros with them."""
+    if workers is None:
+        workers = worker_rows(session)
     coll = find_collection(session, collection)
-    if coll is None:
+    tasks = failed_task_summary(session, collection)
+    if coll is None and not tasks["count"]:
         raise ERError(f"no collection {collection!r}.")
+    if coll is None:
+        counts: dict[str, Any] = {"batches": {}, "mentions": 0, "rejected": 0, "values": {}}
+        return {
+            "collection": collection,
+            **counts,
+            "lag_s": 0.0,
+            "recent": recent_work([]),
+            "last_failed": None,
+            "stranded": [],
+            "failed_tasks": tasks,
+            "workers": workers,
+        }
     counts = batch_counts(session, coll.id)
     oldest = counts.pop("oldest_pending")
     if oldest is not None and oldest.tzinfo is None:
@@ -33,6 +63,10 @@ def collection_status(session: Session, collection: str) -> dict[str, Any]:
         **counts,
         "lag_s": round(max(lag, 0.0), 3),
         "recent": recent_work(recent_batches(session, coll.id, RECENT_BATCHES)),
+        "last_failed": last_failed_batch(session, coll.id),
+        "stranded": stranded_batches(session, coll.id, workers),
+        "failed_tasks": tasks,
+        "workers": workers,
     }
 
 

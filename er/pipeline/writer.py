@@ -87,6 +87,7 @@ def cluster_pending(
     on_batch: Callable[[dict[str, Any]], None] | None = None,
     budget_s: float | None = None,
     flush: bool = True,
+    worker: int | None = None,
 ) -> list[dict[str, Any]]:
     """Cluster a collection's pending batches in sequence order (the one writer).
 
@@ -107,6 +108,10 @@ def cluster_pending(
         worker, which keeps the state in memory between runs, passes False; batches
         done since the checkpoint are replayed into the state (not re-written) by the
         next process that starts from it.
+    worker : int, optional
+        The id of the worker process running this (``er.stores.sql.Worker``): each batch
+        it marks running names it, so ``er status`` can tell whose batches a worker that
+        died left running. None: an in-process run.
 
     Returns
     -------
@@ -131,7 +136,7 @@ def cluster_pending(
             for group in plan_groups(queued, first_alone=lane.state.n_points == 0):
                 if taken and deadline is not None and time.monotonic() > deadline:
                     break
-                job = _BatchJob.of(engine, graph, collection, coll_id, config, group)
+                job = _BatchJob.of(engine, graph, collection, coll_id, config, group, worker)
                 lane.take(job)
                 taken += not job.replay
             lane.settle()
@@ -164,6 +169,7 @@ class _BatchJob:
     # every batch of the step as (id, seq), the last one (batch_id, seq); empty: alone
     members: tuple[tuple[int, int], ...] = ()
     sizes: list[int] | None = None  # each member's mentions, once read
+    worker: int | None = None  # the worker process stepping it (None: in process)
 
     @classmethod
     def of(
@@ -174,10 +180,11 @@ class _BatchJob:
         coll_id: int,
         config: Mapping[str, Any],
         group: Sequence[_Queued],
+        worker: int | None = None,
     ) -> _BatchJob:
-        """The step of ``group`` (from :func:`plan_groups`)."""
+        """The step of ``group`` (from :func:`plan_groups`) on ``worker``."""
         last = group[-1]
-        job = cls(engine, graph, collection, coll_id, config, last.id, last.seq)
+        job = cls(engine, graph, collection, coll_id, config, last.id, last.seq, worker=worker)
         job.members = tuple((b.id, b.seq) for b in group)
         job.replay = all(b.status == "done" for b in group)
         return job
@@ -191,7 +198,13 @@ class _BatchJob:
         """The step of ``group``, batches done since the checkpoint, replayed into the
         state after a failure (:meth:`er.pipeline.lane._Lane._failed`)."""
         job = _BatchJob.of(
-            self.engine, self.graph, self.collection, self.coll_id, self.config, group
+            self.engine,
+            self.graph,
+            self.collection,
+            self.coll_id,
+            self.config,
+            group,
+            self.worker,
         )
         job.replay = True
         return job
@@ -199,8 +212,8 @@ class _BatchJob:
     def begin(self, state: _State) -> tuple[list[tuple[str, Any]], bool]:
         """The step's ``(external id, payload)`` rows, batch after batch, and whether
         ``state`` lacks them (else a crash came after its checkpoint, before "done");
-        marks the batches running and records their group before any of it is
-        written."""
+        marks the batches running, on this worker, and records their group before any
+        of it is written."""
         fresh = self.seq > state.seq
         with Session(self.engine) as session, session.begin():
             # one query per batch: an IN list of seqs made SQLite's planner scan the
@@ -211,7 +224,7 @@ class _BatchJob:
                 session.execute(
                     update(Batch)
                     .where(Batch.id.in_(ids))
-                    .values(status="running", group_end=self.seq)
+                    .values(status="running", group_end=self.seq, worker_id=self.worker)
                 )
         self.sizes = [len(part) for part in parts]
         return [row for part in parts for row in part], fresh

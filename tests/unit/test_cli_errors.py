@@ -103,6 +103,8 @@ def test_unreachable_stores(tmp_path: Path) -> None:
         ("status",),
         ("export", "entities", "--collection", "c"),
         ("eval", "--collection", "c"),
+        ("retry", "--collection", "c"),
+        ("rejects", "--collection", "c"),
     ],
 )
 def test_a_read_before_any_ingest_says_there_are_no_tables(tmp_path: Path, args) -> None:  # type: ignore[no-untyped-def]

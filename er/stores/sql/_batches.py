@@ -23,13 +23,19 @@ __all__ = [
     "any_pending",
     "batch_counts",
     "batch_mentions",
+    "batch_status",
+    "last_failure",
     "lock_collection",
     "open_batch",
     "pending_batches",
     "recent_batches",
     "record_rejects",
+    "rejected_rows",
+    "retry_batches",
+    "seqs_with_status",
     "stored_payloads",
     "writer_lock",
+    "writer_lock_free",
 ]
 
 _LOCK_CLASS = 0x6572  # "er": the first key of every advisory lock er takes
@@ -253,6 +259,117 @@ def recent_batches(
         .limit(limit)
     ).all()
     return [(int(r.n_accepted), dict(r.timings or {}), r.finished_at) for r in reversed(rows)]
+
+
+def seqs_with_status(session: Session, collection_id: int, status: str) -> list[int]:
+    """Seqs of the collection's batches with ``status``, in order."""
+    query = (
+        select(Batch.seq)
+        .where(Batch.collection_id == collection_id, Batch.status == status)
+        .order_by(Batch.seq)
+    )
+    return [int(seq) for seq in session.scalars(query)]
+
+
+def batch_status(session: Session, collection_id: int, seq: int) -> str | None:
+    """The status of batch ``seq`` of the collection (None: no such batch)."""
+    return session.scalar(
+        select(Batch.status).where(Batch.collection_id == collection_id, Batch.seq == seq)
+    )
+
+
+def last_failure(session: Session, collection_id: int) -> tuple[int, str | None] | None:
+    """``(seq, error)`` of the collection's failed batch that failed last, if any."""
+    row = session.execute(
+        select(Batch.seq, Batch.error)
+        .where(Batch.collection_id == collection_id, Batch.status == "failed")
+        .order_by(Batch.finished_at.desc().nulls_last(), Batch.seq.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else (int(row.seq), row.error)
+
+
+def retry_batches(
+    session: Session, collection_id: int, seqs: Sequence[int]
+) -> list[tuple[int, int, str | None]]:
+    """Put the collection's failed batches ``seqs`` back to pending (call after
+    :func:`lock_collection`); their errors go to ``Batch.retries``.
+
+    The writer takes batches in seq order and never writes under a seq below one it
+    has written. So the batches after which every later batch is failed and retried
+    here keep their seq; each other one, which batches resolved since have passed, is
+    queued again under a new seq after the last, its mentions with it.
+
+    Returns
+    -------
+    list of (int, int, str or None)
+        ``(old seq, new seq, error)`` of each batch, in the order the writer takes them.
+    """
+    wanted = set(seqs)
+    batches = list(
+        session.scalars(
+            select(Batch).where(Batch.collection_id == collection_id).order_by(Batch.seq.desc())
+        )
+    )
+    kept: list[Batch] = []
+    for batch in batches:  # the last batches, while each is failed and wanted
+        if batch.seq not in wanted or batch.status != "failed":
+            break
+        kept.append(batch)
+    moved = [b for b in reversed(batches) if b.seq in wanted and b.status == "failed"]
+    moved = [b for b in moved if b not in kept]
+    top = batches[0].seq if batches else 0
+    now = dt.datetime.now(dt.UTC).isoformat()
+    out = []
+    for batch in [*reversed(kept), *moved]:
+        old = batch.seq
+        history = list(batch.retries or [])
+        failed_at = batch.finished_at.isoformat() if batch.finished_at else None
+        history.append(
+            {"seq": old, "error": batch.error, "failed_at": failed_at, "retried_at": now}
+        )
+        if batch in moved:
+            top += 1
+            batch.seq, batch.group_end = top, None  # a new step: no grouping to replay
+            session.flush()  # the new seq is free: unique (collection_id, seq) holds
+            session.execute(
+                update(Mention)
+                .where(Mention.collection_id == collection_id, Mention.batch_seq == old)
+                .values(batch_seq=top)
+            )
+        batch.status, batch.retries, batch.error = "pending", history, None
+        batch.started_at = batch.finished_at = None
+        batch.worker_id = None
+        out.append((old, batch.seq, history[-1]["error"]))
+    session.flush()
+    return out
+
+
+def rejected_rows(session: Session, collection_id: int) -> list[tuple[str | None, str]]:
+    """``(external id, reason)`` of the collection's rejected records, oldest first."""
+    rows = session.execute(
+        select(RejectedRecord.external_id, RejectedRecord.reason)
+        .where(RejectedRecord.collection_id == collection_id)
+        .order_by(RejectedRecord.id)
+    ).all()
+    return [(ext, str(reason)) for ext, reason in rows]
+
+
+def writer_lock_free(session: Session, collection_id: int) -> bool | None:
+    """Whether no process holds the collection's :func:`writer_lock` (PostgreSQL: the
+    server drops a killed writer's lock with its connection); None where it cannot be
+    told (SQLite, whose lock is a file another machine cannot see)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return None
+    held = session.scalar(
+        text(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND classid = :a AND objid = :b AND objsubid = 2"
+        ),
+        {"a": _LOCK_CLASS, "b": collection_id},
+    )
+    return not held
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""Relational schema (DESIGN §3): collections, mentions, batches, rejects, eval runs.
+"""Relational schema (DESIGN §3): collections, mentions, batches, rejects, eval runs;
+workers and failed tasks (what an operator sees in ``er status``).
 
 The same models serve PostgreSQL (production, tests) and SQLite (embedded default);
 JSON columns become JSONB on PostgreSQL.
@@ -13,6 +14,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -101,9 +103,54 @@ class Batch(Base):
     # recorded before the step so that a replay groups the batches the same way;
     # None: not stepped yet, or stepped alone by an older release
     group_end: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    # the worker process that marked the batch running (None: an in-process run)
+    worker_id: Mapped[int | None] = mapped_column(
+        ForeignKey("workers.id", ondelete="SET NULL"), default=None
+    )
+    # earlier failures, oldest first, each {"seq", "error", "failed_at", "retried_at"}
+    # (er retry; the seq the batch had then, when it was queued again under a new one)
+    retries: Mapped[list[dict[str, Any]] | None] = mapped_column(Json, default=None)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+
+
+class Worker(Base):
+    """A worker process (``er worker``, and each ingest process beside it), stamped by
+    its heartbeat every ``interval_s`` seconds (:mod:`er.pipeline.heartbeat`); a row per
+    process start, so a restarted worker never inherits a dead one's batches."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))  # Celery's node name: celery@host
+    host: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    queues: Mapped[str] = mapped_column(String(500), default="")  # comma-separated
+    interval_s: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    # the database's clock, so workers and readers on other machines agree on ages
+    last_seen: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    stopped_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    last_task: Mapped[str | None] = mapped_column(String(500), default=None)
+    last_task_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+
+
+class FailedTask(Base):
+    """A queued task that failed for good in a worker (``er.ingest``, ``er.cluster``),
+    with its reason and arguments (an ingest's records), until ``er retry`` queues it
+    again."""
+
+    __tablename__ = "failed_tasks"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    task: Mapped[str] = mapped_column(String(100))  # the task's name: er.ingest
+    collection: Mapped[str] = mapped_column(String(200), index=True)  # as the task named it
+    task_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    reason: Mapped[str] = mapped_column(Text)
+    kwargs: Mapped[dict[str, Any]] = mapped_column(Json)
+    retried_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
 
 
 class RejectedRecord(Base):
