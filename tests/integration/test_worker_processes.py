@@ -203,7 +203,7 @@ def operated(pg_url: str, falkordb_server: Any, tmp_path: Path) -> Any:
     from er.config import Settings
     from er.stores.sql import make_engine, upgrade
 
-    db = 1 + uuid.uuid4().int % 15
+    db = own_redis_db()
     env = {**_env(pg_url, falkordb_server, tmp_path, db), "ER_HEARTBEAT_S": str(BEAT_S)}
     engine = make_engine(pg_url)
     upgrade(engine)
