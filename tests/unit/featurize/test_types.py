@@ -106,6 +106,11 @@ def test_values_alone_tell_the_type(seed: int, n: int) -> None:
         "col3": ("date", lambda: f"{rng.randrange(1, 29):02d}/{rng.randrange(1, 13):02d}/1987"),
         "col4": ("email", lambda: f"user{rng.randrange(10**5)}@mail.com"),
         "col5": ("category", lambda: rng.choice(["red", "green", "blue"])),
+        # a birth date split over three columns (RLdata's by, bm, bd): the day and month
+        # are categories, a single digit included; the year a code
+        "col7": ("category", lambda: str(rng.randrange(1, 32))),
+        "col8": ("category", lambda: str(rng.randrange(1, 13))),
+        "col9": ("identifier", lambda: str(rng.randrange(1900, 2011))),
         "col6": (
             "text",  # a firm and its address in one string: free text, not a firm name
             lambda: (
