@@ -147,6 +147,8 @@ def _recent_line(collection: str, recent: dict[str, Any]) -> str:
     line = f"{collection}, last {n} done batch{'es' if n != 1 else ''}: "
     if recent["mentions_per_s"] is not None:
         line += f"finished {_rate(recent['mentions_per_s'])} over {_span(recent['span_s'])}, "
+    if recent.get("busy_mentions_per_s") is not None:
+        line += f"{_rate(recent['busy_mentions_per_s'])} while the writer worked, "
     stages, timed = recent["writer_stages_s"], recent["timed_batches"]
     if not stages:  # batches stored without timings (before er recorded them)
         return line + "no stage timings stored"

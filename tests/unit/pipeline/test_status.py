@@ -47,8 +47,11 @@ def test_rate_counts_the_batches_finished_after_the_first() -> None:
     assert got["stages_s"]["cluster_s"] == 0.4
     assert got["stages_s"]["sql_s"] == round(0.05 / 3, 4)  # absent counts 0
     assert "graph_s" in got["stages_s"] and "graph_s" not in got["writer_stages_s"]
+    # busy: 2,500 mentions over 1.1 + 1.1 + 1.45 writer seconds, the idle time left out
+    assert got["busy_mentions_per_s"] == float(f"{2500 / 3.65:.4g}")
     line = _recent_line("people", got)
     assert "finished 375 mentions/s over 4 s" in line and "1.22 s of writer time" in line
+    assert "685 mentions/s while the writer worked" in line
     assert "most in index (0.50 s)" in line  # the overlapped graph write (0.9 s) is not
 
 
@@ -57,6 +60,7 @@ def test_one_batch_or_none_has_no_rate_and_says_so() -> None:
         "batches": 0,
         "span_s": None,
         "mentions_per_s": None,
+        "busy_mentions_per_s": None,
         "timed_batches": 0,
         "writer_s_per_batch": None,
         "stages_s": {},
@@ -65,7 +69,8 @@ def test_one_batch_or_none_has_no_rate_and_says_so() -> None:
     one = recent_work([(1000, PIPELINED, _at(0))])
     assert one["mentions_per_s"] is None
     line = _recent_line("people", one)
-    assert "mentions/" not in line and line.startswith("people, last 1 done batch: ")
+    assert "finished" not in line and line.startswith("people, last 1 done batch: ")
+    assert "909 mentions/s while the writer worked" in line  # 1,000 over 1.1 s
     same_time = recent_work([(10, PIPELINED, _at(0)), (10, PIPELINED, _at(0))])
     assert same_time["mentions_per_s"] is None
 
