@@ -22,7 +22,7 @@ from billiard.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from er._checkpoint import commit_temp
+from er._checkpoint import Owner, Prepared, commit_temp
 from er.exceptions import TransientStoreError
 from er.pipeline.state import _load_state, _prepare_state, _State
 from er.pipeline.stores import _LOST_DATABASE
@@ -155,7 +155,7 @@ class _Pending:
     rows: list[tuple[str, Any]]
     timings: dict[str, float]
     write: Callable[[], None]
-    tmp: Path | None  # the checkpoint's temporary file, if this batch is checkpointed
+    prepared: Prepared | None  # the checkpoint's files, if this batch is checkpointed
     running: Future[float] | None = None  # the write, once launched: its own seconds
 
 
@@ -175,6 +175,7 @@ class _Lane:
     """
 
     path: Path
+    owner: Owner  # the collection, named in its checkpoint
     config: Mapping[str, Any]
     state: _State
     on_batch: Callable[[dict[str, Any]], None] | None
@@ -210,16 +211,16 @@ class _Lane:
             if write is None:  # the checkpoint already holds it (a crash came before "done")
                 self._report(*job.finish(self.state, rows, timings))
                 return
-            tmp = None
+            prepared = None
             if self._due(job, timings):
                 with _timed(timings, "checkpoint_s"):
-                    tmp = _prepare_state(self.path, self.state)
+                    prepared = _prepare_state(self.path, self.state, self.owner)
         except _ABANDON:
             raise
         except Exception as exc:  # e.g. a full disk
             self._failed(job, exc)
             return
-        self.pending = _Pending(job, rows, timings, write, tmp)
+        self.pending = _Pending(job, rows, timings, write, prepared)
 
     def _replay(self, job: Step) -> None:
         """Step a batch done since the checkpoint into the state (the graph and SQL
@@ -247,7 +248,7 @@ class _Lane:
         if self.state.unsaved:
             timings: dict[str, float] = {}
             with _timed(timings, "checkpoint_s"):
-                commit_temp(_prepare_state(self.path, self.state), self.path)
+                commit_temp(_prepare_state(self.path, self.state, self.owner), self.path)
             self._saved(timings["checkpoint_s"])
 
     def _saved(self, seconds: float) -> None:
@@ -296,9 +297,9 @@ class _Lane:
             spent = _written(running)
             pending.timings["graph_wait_s"] = round(time.perf_counter() - waited, 6)
             pending.timings["graph_s"] = round(spent, 6)
-            if pending.tmp is not None:
+            if pending.prepared is not None:
                 with _timed(pending.timings, "checkpoint_s"):
-                    commit_temp(pending.tmp, self.path)
+                    commit_temp(pending.prepared, self.path)
                 self._saved(pending.timings["checkpoint_s"])
             self._report(*pending.job.finish(self.state, pending.rows, pending.timings))
         except _ABANDON:
@@ -312,7 +313,8 @@ class _Lane:
         """Mark ``job``'s batches failed; the state goes back to the checkpoint, and the
         batches done since are replayed into it, in the groups they were stepped in."""
         self._report(*_fail(job, exc))
-        self.state = _load_state(self.path, self.config)  # the core may be half-stepped
+        # the core may be half-stepped
+        self.state = _load_state(self.path, self.config, self.owner)
         first = job.batches[0][1]
         with Session(job.engine) as session:
             done = [

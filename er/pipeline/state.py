@@ -1,7 +1,8 @@
 """The writer's state: what it checkpoints after every batch, and the copy it keeps.
 
-The checkpoint is a pickle of :class:`_State` with the big append-only matrices kept
-beside it as row logs (er/_checkpoint.py): write temp, then rename.
+The checkpoint is :class:`_State` as JSON and ``.npy`` arrays, with the big append-only
+matrices kept beside it as row logs (er/_checkpoint.py): write temp, then rename. A
+pickled checkpoint of an older release is read once and saved again in that format.
 """
 
 from __future__ import annotations
@@ -14,7 +15,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from er._checkpoint import RowLog, attach, detached, dump_temp, safe_load, save_rows
+from er._checkpoint import (
+    Owner,
+    Prepared,
+    RowLog,
+    attach,
+    commit_temp,
+    detached,
+    dump_temp,
+    legacy_path,
+    load,
+    safe_load,
+    save_rows,
+)
 from er.ann import KeyIndex
 from er.entities import ArrayLedger, EntityLedger
 from er.exceptions import ERError
@@ -56,10 +69,15 @@ INDEX_BACKEND = "exact"
 
 
 def _checkpoint_path(state_dir: Path, collection: str) -> Path:
-    return state_dir / "collections" / _safe(collection) / "checkpoint.pkl"
+    return state_dir / "collections" / _safe(collection) / "checkpoint.json"
 
 
-# The append-only matrices of the state, kept out of the pickle (er/_checkpoint.py).
+def _rows_base(path: Path) -> Path:
+    """What the row logs' file names start with (er._checkpoint.RowLog.file)."""
+    return path.with_suffix("")
+
+
+# The append-only matrices of the state, kept out of its graph (er/_checkpoint.py).
 _ROW_LOGS = (
     RowLog("points", ("core", "_knn", "X"), rows_attr="_n"),
     RowLog("vectors", ("index", "_X"), rows_attr="_n"),
@@ -70,10 +88,37 @@ _ROW_LOGS = (
 )
 
 
-def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
-    """The last checkpoint, or a fresh core. The file is er's own (in the data dir)."""
-    if not path.exists():
+def _load_state(path: Path, config: Mapping[str, Any], owner: Owner) -> _State:
+    """``owner``'s last checkpoint, or a fresh core. A pickled checkpoint of an older
+    release (:func:`er._checkpoint.legacy_path`) is read once and saved in the current
+    format, which replaces it.
+
+    Raises
+    ------
+    ERError
+        One line: a checkpoint er cannot read, of a newer format, or another collection's.
+    """
+    if path.exists():
+        state = load(path, owner)
+        if not isinstance(state, _State):
+            raise ERError(f"{path}: not an er checkpoint; move it away to rebuild the collection.")
+        base = _rows_base(path)
+    elif legacy_path(path).exists():
+        state, base = _load_pickled(legacy_path(path)), legacy_path(path)
+    else:
         return _State(seq=0, core=_make_core(config["algorithm"], dict(config["params"])))
+    for log in _ROW_LOGS:
+        if log.name in state.rows_saved:
+            attach(state, base, log, state.rows_saved[log.name])
+    if base != _rows_base(path):  # the pickle's rows go to the new row logs, all of them
+        state.rows_saved = {}
+        commit_temp(_prepare_state(path, state, owner), path)
+    return state
+
+
+def _load_pickled(path: Path) -> _State:
+    """A checkpoint pickled by an older release, upgraded to the current :class:`_State`;
+    its row logs not yet attached."""
     try:
         with path.open("rb") as f:
             state = safe_load(f)  # er's and numpy's classes alone: no code runs
@@ -94,25 +139,24 @@ def _load_state(path: Path, config: Mapping[str, Any]) -> _State:
         state.unsaved, state.unsaved_s, state.checkpoint_s = 0, 0.0, 0.0
     if not hasattr(state, "rows_saved"):  # from before the row logs: rows in the pickle
         state.rows_saved = {}
-    for log in _ROW_LOGS:
-        if log.name in state.rows_saved:
-            attach(state, path, log, state.rows_saved[log.name])
     return state
 
 
-def _prepare_state(path: Path, state: _State) -> Path:
-    """Append the new rows of the big matrices and write the pickle's temporary file;
-    return it for :func:`er._checkpoint.commit_temp`. Until then the old checkpoint
-    stands (its row counts ignore the rows appended past them)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+def _prepare_state(path: Path, state: _State, owner: Owner) -> Prepared:
+    """Append the new rows of the big matrices and write the checkpoint's arrays and
+    temporary JSON; return them for :func:`er._checkpoint.commit_temp`. Until then the
+    old checkpoint stands (its row counts ignore the rows appended past them)."""
+    # the collections' folder and the collection's, each its user's alone when made here
+    path.parent.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.parent.mkdir(exist_ok=True, mode=0o700)
     before = state.rows_saved
     with detached(state, _ROW_LOGS) as rows:
         for log in _ROW_LOGS:
             if log.name in rows:
-                save_rows(path, log, rows[log.name], before.get(log.name, 0))
+                save_rows(_rows_base(path), log, rows[log.name], before.get(log.name, 0))
         state.rows_saved = {name: X.shape[0] for name, X in rows.items()}
         try:
-            return dump_temp(path, state)
+            return dump_temp(path, state, owner)
         except BaseException:
             state.rows_saved = before
             raise
@@ -134,13 +178,13 @@ def _file_id(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def _take_state(path: Path, config: Mapping[str, Any]) -> _State:
+def _take_state(path: Path, config: Mapping[str, Any], owner: Owner) -> _State:
     """The state this process kept after its last run if the checkpoint is still the
     one it wrote; else the checkpoint. Taken out: an error mid-run leaves nothing kept."""
     kept = _KEPT.pop(path, None)
     if kept is not None and kept[0] == _file_id(path):
         return kept[1]
-    return _load_state(path, config)
+    return _load_state(path, config, owner)
 
 
 def _keep_state(path: Path, state: _State) -> None:

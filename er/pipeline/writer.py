@@ -42,6 +42,7 @@ from numpy.typing import NDArray
 from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session
 
+from er._checkpoint import Owner
 from er.ann import Int8Rows, KeyIndex, batch_neighbors, make_index, record_keys
 from er.ann._index import rank
 from er.cluster import MBSCC, PairScores
@@ -129,7 +130,8 @@ def cluster_pending(
     with writer_lock(engine, coll_id, state_dir / "locks"):
         deadline = None if budget_s is None else time.monotonic() + budget_s
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="er-graph-write") as pool:
-            lane = _Lane(path, config, _take_state(path, config), on_batch, pool)
+            owner = Owner(coll_id, collection)
+            lane = _Lane(path, owner, config, _take_state(path, config, owner), on_batch, pool)
             with Session(engine) as session:
                 queued = [_Queued.of(b) for b in batches_after(session, coll_id, lane.state.seq)]
             taken = 0
@@ -419,7 +421,7 @@ class _BatchJob:
     ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
         """Add the batch to the collection's k-NN index; its neighbours among all points.
 
-        The index is exact: it is pickled with the checkpoint, so a replayed batch
+        The index is exact: it is saved with the checkpoint, so a replayed batch
         finds the same neighbours. (An approximate backend would have to be saved
         per batch seq beside the checkpoint to replay exactly; at FEBRL sizes
         ``auto`` would pick exact search anyway.) MBSCC takes these lists instead of

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -53,7 +55,14 @@ def _name() -> str:
     return f"c{uuid.uuid4().hex[:8]}"
 
 
-def _ingest(settings: Any, collection: str, records: list[Any], batch: int, cluster: bool = True):
+def _ingest(
+    settings: Any,
+    collection: str,
+    records: list[Any],
+    batch: int,
+    cluster: bool = True,
+    config: dict[str, Any] | None = None,
+):
     from er.pipeline import run_cluster, run_ingest
 
     outs = []
@@ -65,6 +74,7 @@ def _ingest(settings: Any, collection: str, records: list[Any], batch: int, clus
                 records=records[start : start + batch],
                 id_field="rec_id",
                 gold_field="entity",
+                config=config,
             )
         )
         if cluster:
@@ -411,7 +421,7 @@ def test_a_write_that_fails_for_good_fails_its_batch_and_the_next_steps_again(
 
 CRASH = textwrap.dedent(
     """
-    import os, signal, sys, pickle
+    import os, signal, sys
     import er.pipeline as p
     import er.pipeline.state as state
     from er.config import Settings
@@ -441,14 +451,15 @@ CRASH = textwrap.dedent(
             return original(path, log, X, saved)
         state.save_rows = save_rows
     else:
-        original = pickle.dump
-        def dump(obj, f, protocol=None):
-            if getattr(obj, "seq", 0) == 3:
-                f.write(pickle.dumps(obj)[:1000])  # a torn temp file, then death
-                f.flush()
+        original = state.dump_temp
+        def dump_temp(path, obj, owner):
+            prepared = original(path, obj, owner)
+            if obj.seq == 3:  # torn array and JSON files, then death
+                for torn in (*prepared.arrays.iterdir(), prepared.tmp):
+                    os.truncate(torn, torn.stat().st_size // 2)
                 os.kill(os.getpid(), signal.SIGKILL)
-            return original(obj, f, protocol=protocol)
-        pickle.dump = dump
+            return prepared
+        state.dump_temp = dump_temp
     p.run_cluster(Settings(), sys.argv[1], flush=False)
     """
 )
@@ -498,14 +509,101 @@ def test_batches_done_since_the_checkpoint_are_replayed_into_a_new_process_state
     reference, name = _twins(settings, febrl)
     monkeypatch.setattr(lane, "CHECKPOINT_WORK", 1e9)
     assert [r["batch_seq"] for r in run_cluster(settings, name, flush=False)] == [1, 2, 3]
-    path = _checkpoint_path(tmp_path, name)
-    assert _load_state(path, {}).seq == 1  # the pair model came with batch 1: saved
+    path, owner = _checkpoint_path(tmp_path, name), _owner(settings, name)
+    assert _load_state(path, {}, owner).seq == 1  # the pair model came with batch 1: saved
     _KEPT.clear()  # a new process: the state kept in memory is gone
     monkeypatch.setattr(lane, "CHECKPOINT_WORK", 10.0)
     monkeypatch.setattr(lane, "GROUP_MAX_MENTIONS", 200)  # the groups' record must win
     _ingest(settings, reference, febrl[600:1200], batch=200)
     _ingest(settings, name, febrl[600:1200], batch=200)
-    assert _load_state(path, {}).seq == 6
+    assert _load_state(path, {}, owner).seq == 6
+    ours, theirs = _snapshot(settings, name), _snapshot(settings, reference)
+    assert ours == theirs
+
+
+def _owner(settings: Any, collection: str) -> Any:
+    from sqlalchemy.orm import Session
+
+    from er._checkpoint import Owner
+    from er.pipeline.stores import _stores
+    from er.stores.sql import find_collection
+
+    with Session(_stores(settings)[0]) as session:
+        return Owner(find_collection(session, collection).id, collection)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["mbscc", "grinch", "llama"])
+def test_a_writer_that_reads_its_checkpoint_before_every_batch_equals_one_that_never_does(
+    settings_env, febrl, tmp_path, algorithm
+) -> None:
+    """Each core on a pair model with blocking keys: one collection's writer keeps its
+    state in memory (its checkpoints are written, never read); the other's starts every
+    batch from the checkpoint on disk (JSON and arrays, read without pickle). Hierarchy,
+    entity ids and graph as of every batch are the same."""
+    from er.pipeline import run_cluster
+    from er.pipeline.state import _KEPT, _checkpoint_path
+
+    settings = _settings(settings_env, data_dir=tmp_path)
+    config = {"algorithm": algorithm}
+    records = febrl[:400] if algorithm != "mbscc" else febrl[:800]
+    reference, name = _name(), _name()
+    _ingest(settings, reference, records, batch=100, config=config)
+    for start in range(0, len(records), 100):
+        _ingest(settings, name, records[start : start + 100], 100, cluster=False, config=config)
+        _KEPT.clear()  # a new process: the state comes from the checkpoint
+        run_cluster(settings, name)
+    path = _checkpoint_path(tmp_path, name)
+    doc = json.loads(path.read_text())
+    assert doc["version"] == 1 and doc["collection"] == vars(_owner(settings, name))
+    assert doc["state"]["attrs"]["keys"]["name"] == "KeyIndex"  # blocking keys, pair model
+    assert doc["state"]["attrs"]["model"]["name"] == "PairModel"
+    assert not list(path.parent.glob("*.pkl*"))
+    ours, theirs = _snapshot(settings, name), _snapshot(settings, reference)
+    assert ours["batches"] == theirs["batches"] and len(ours["batches"]) == len(records) // 100
+    assert ours == theirs
+
+
+def test_a_collection_checkpointed_by_an_older_release_goes_on_as_if_never_stopped(
+    settings_env, febrl, tmp_path
+) -> None:
+    """A writer finds a pickled checkpoint (as releases before the JSON format wrote it:
+    a plain pickle beside ``checkpoint.pkl.<name>`` row files), reads it once, saves it
+    as JSON and arrays, and resolves the next batches as a run that never stopped."""
+    import pickle
+
+    from er._checkpoint import detached, save_rows
+    from er.pipeline import run_cluster
+    from er.pipeline.state import _KEPT, _ROW_LOGS, _checkpoint_path, _load_state
+
+    settings = _settings(settings_env, data_dir=tmp_path)
+    reference, name = _twins(settings, febrl)
+    run_cluster(settings, name)
+    path, owner = _checkpoint_path(tmp_path, name), _owner(settings, name)
+    state = _load_state(path, {}, owner)
+    legacy = path.with_suffix(".pkl")
+    shutil.rmtree(path.parent)  # the folder as an older release left it
+    path.parent.mkdir()
+    with detached(state, _ROW_LOGS) as rows:
+        for log in _ROW_LOGS:
+            if log.name in rows:
+                save_rows(legacy, log, rows[log.name], 0)
+        state.rows_saved = {log: X.shape[0] for log, X in rows.items()}
+        legacy.write_bytes(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+    _KEPT.clear()
+    _ingest(settings, reference, febrl[600:1000], batch=200)
+    _ingest(settings, name, febrl[600:1000], batch=200)
+    folder = path.parent
+    names = {re.sub(r"^checkpoint\.[0-9]+$", "checkpoint.<n>", p.name) for p in folder.iterdir()}
+    assert names == {
+        "checkpoint.json",
+        "checkpoint.<n>",  # its arrays
+        "checkpoint.points.f32",
+        "checkpoint.keys.i64",
+        "checkpoint.vectors8.i8",
+        "checkpoint.scales.f32",
+    }
+    assert _load_state(path, {}, owner).seq == 5
     ours, theirs = _snapshot(settings, name), _snapshot(settings, reference)
     assert ours == theirs
 
