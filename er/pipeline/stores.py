@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,8 @@ from sqlalchemy.exc import InterfaceError, OperationalError, ProgrammingError
 
 from er.exceptions import StoreError, TransientStoreError, missing_tables
 from er.stores.graph import GraphStore
+
+logger = logging.getLogger(__name__)
 
 _LOST_DATABASE = (OperationalError, InterfaceError)
 # Errors that leave a batch pending for the task's retry instead of failing it: a lost
@@ -36,11 +39,17 @@ def _stores(settings: Any) -> tuple[Engine, GraphStore]:
     """The process's engine and graph store for these settings, opened once.
 
     A worker keeps its stores for its whole life (an embedded FalkorDB starts once,
-    the graph's indexes are ensured once); they close when the process exits.
+    the graph's indexes are ensured once); they close when the process exits. An
+    embedded server that died (killed, out of memory) is started again here, from its
+    append-only log: the task that met its death failed as transient and retries, and
+    every write the dead server acknowledged is in the log, so the graph holds them.
     """
     from er.stores.graph import open_graph_store
 
     key = (settings.sqlalchemy_url, settings.graph_url, str(settings.data_dir.resolve()))
+    if key in _STORES and _STORES[key][1].lost():
+        logger.warning("the graph server of %s died; starting it again", settings.data_dir)
+        _close(_STORES.pop(key)[2])
     if key not in _STORES:
         stack = contextlib.ExitStack()
         graph = stack.enter_context(
@@ -60,11 +69,16 @@ def _stores(settings: Any) -> tuple[Engine, GraphStore]:
     return engine, graph
 
 
+def _close(stack: contextlib.ExitStack) -> None:
+    atexit.unregister(stack.close)
+    stack.close()
+
+
 def close_stores() -> None:
     """Close the cached stores now (benchmarks, tests); the process exit does it anyway."""
     while _STORES:
         _, (_, _, stack) = _STORES.popitem()
-        stack.close()
+        _close(stack)
     while _ENGINES:
         _, engine = _ENGINES.popitem()
         engine.dispose()

@@ -138,6 +138,12 @@ class GraphStore(ABC):
     def close(self) -> None:  # noqa: B027 - adapters without resources need not override
         """Release the adapter's resources (the caller owns the driver)."""
 
+    def lost(self) -> bool:
+        """Whether the server behind this store is gone for good: a server this process
+        started has died, so the store must be opened again (which starts it again).
+        False for a server someone else runs: its connection errors are transient."""
+        return False
+
     # -- template methods -----------------------------------------------------------
     @contextmanager
     def _operation(self, op: str) -> Iterator[None]:

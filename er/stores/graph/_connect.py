@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -54,8 +54,9 @@ def _falkordb(
 
     from er.stores.graph._falkordb import FalkorDBStore
 
+    alive = None
     if scheme == "falkordb+embedded":
-        host, port, password = "127.0.0.1", *_embedded(data_dir, stack)
+        host, port, password, alive = "127.0.0.1", *_embedded(data_dir, stack)
     else:  # falkordb://[:password@]host:port
         parts = urlsplit(url)
         host, port, password = parts.hostname or "127.0.0.1", parts.port or 6379, parts.password
@@ -67,15 +68,18 @@ def _falkordb(
         raise StoreError(
             f"cannot reach FalkorDB at {host}:{port} (ER_GRAPH_URL): {_first_line(exc)}"
         ) from None
-    return FalkorDBStore(db.select_graph(graph))
+    return FalkorDBStore(db.select_graph(graph), server_alive=alive)
 
 
-def _embedded(data_dir: Path | str, stack: ExitStack) -> tuple[int, str | None]:
+def _embedded(
+    data_dir: Path | str, stack: ExitStack
+) -> tuple[int, str | None, Callable[[], bool] | None]:
     """Start the data dir's FalkorDB, or share the one another er process runs.
 
     The first er process on a data dir owns the server (and stops it when it exits);
     the others (``er worker`` beside ``er ingest``, ``er export``, ``er query``)
-    connect to the port the owner recorded, with the data dir's password.
+    connect to the port the owner recorded, with the data dir's password. Returns the
+    port, the password and, for the owner, whether its server still runs.
     """
     from er.stores.graph._embedded import EmbeddedFalkorDB
 
@@ -86,8 +90,8 @@ def _embedded(data_dir: Path | str, stack: ExitStack) -> tuple[int, str | None]:
         if shared is None:
             raise
         logger.info("sharing the embedded FalkorDB on 127.0.0.1:%d", shared[0])
-        return shared
-    return int(server.port or 0), server.password
+        return (*shared, None)
+    return int(server.port or 0), server.password, server.alive
 
 
 def _neo4j(

@@ -289,6 +289,11 @@ class EmbeddedFalkorDB:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
+    def alive(self) -> bool:
+        """Whether the server this process started is still running (False once it has
+        died, however it died, and after :meth:`stop`)."""
+        return self._proc is not None and self._proc.poll() is None
+
     @staticmethod
     def running(data_dir: Path | str, timeout: float = 10.0) -> tuple[int, str | None] | None:
         """Port and password of the server another er process runs for ``data_dir``.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.exceptions
@@ -27,16 +27,23 @@ class FalkorDBStore(GraphStore):
     graph : falkordb.Graph
         The graph to use (``FalkorDB(...).select_graph(name)``); the caller owns the
         connection.
+    server_alive : callable, optional
+        Whether the server behind ``graph`` still runs, when the caller started it (an
+        embedded FalkorDB): :meth:`lost` once it returns False.
     """
 
     engine = "falkordb"
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, *, server_alive: Callable[[], bool] | None = None) -> None:
         if not isinstance(graph, Graph):
             raise ConfigError(
                 f"FalkorDBStore takes a falkordb.Graph. Got {type(graph).__name__} instead."
             )
         self._graph = graph
+        self._server_alive = server_alive
+
+    def lost(self) -> bool:
+        return self._server_alive is not None and not self._server_alive()
 
     def _write(self, parts: Sequence[cy.WritePart], params: dict[str, Any]) -> None:
         if not parts:

@@ -1,0 +1,93 @@
+"""A worker whose embedded graph server is killed starts it again (issue #54).
+
+The worker's entry points run in this process, as in a worker: ``run_ingest`` then
+``run_cluster`` on the cached stores (er.pipeline.stores), with the embedded FalkorDB
+this process owns. The server is SIGKILLed between batches and during one; the next
+run finds it dead, starts it again from its append-only log and resolves the batch.
+Oracles: the server's process (a new pid), the batch rows, and the graph itself: every
+mention node once with one current entity, nothing acknowledged lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.postgres, pytest.mark.graph, pytest.mark.slow]
+
+
+def _server_pid(data_dir: Path) -> int:
+    owner = json.loads((data_dir / "falkordb" / "server.lock").read_text() or "{}")
+    return int(owner["server_pid"])
+
+
+def _gone(pid: int, timeout: float = 30.0) -> None:
+    """Wait until ``pid`` is dead or a zombie (its parent reaps it later)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except OSError:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} did not die")
+
+
+def test_a_killed_graph_server_is_started_again_and_loses_nothing(
+    empty_pg_url: str, tmp_path: Path
+) -> None:
+    from er.config import Settings
+    from er.demo import febrl_records
+    from er.exceptions import TransientStoreError
+    from er.pipeline import close_stores, run_cluster, run_ingest
+    from er.pipeline.stores import _stores
+    from er.stores.sql import upgrade
+
+    data = tmp_path / "data"
+    settings = Settings(database_url=empty_pg_url, graph_url="falkordb+embedded://", data_dir=data)
+    records = febrl_records()[:600]
+    try:
+        engine, _ = _stores(settings)
+        upgrade(engine)
+
+        def batch(part: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            run_ingest(settings, collection="g", records=part, id_field="rec_id")
+            return run_cluster(settings, "g", flush=False)
+
+        assert [r["batch_seq"] for r in batch(records[:200])] == [1]
+        first = _server_pid(data)
+        os.kill(first, signal.SIGKILL)  # between batches: the next one finds it dead
+        _gone(first)
+        assert [r["batch_seq"] for r in batch(records[200:400])] == [2]
+        second = _server_pid(data)
+        assert second != first
+
+        # during a batch: the task fails as transient (its retry resolves the batch)
+        run_ingest(settings, collection="g", records=records[400:], id_field="rec_id")
+        killer = threading.Timer(0.3, os.kill, (second, signal.SIGKILL))
+        killer.start()
+        try:
+            reports = run_cluster(settings, "g", flush=False)
+        except TransientStoreError:
+            reports = []
+        killer.join()
+        _gone(second)
+        if not reports:  # the kill came mid-batch: as the task's retry would
+            reports = run_cluster(settings, "g", flush=False)
+        assert [r["batch_seq"] for r in reports] == [3] and "error" not in reports[0]
+        assert _server_pid(data) not in (first, second)
+
+        _, graph = _stores(settings)
+        members = graph.memberships("g")
+        assert len(members.mentions) == len(set(members.mentions.tolist())) == 600
+    finally:
+        close_stores()
