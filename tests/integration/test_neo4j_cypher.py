@@ -148,6 +148,7 @@ RECIPES: dict[str, Callable[[GraphStore], object]] = {
     "near_of": lambda s: s.near_of("people", [0, 1], as_of=2),
     "delete_collection": lambda s: s.delete_collection("people"),
     "close": lambda s: None,  # sends nothing
+    "lost": lambda s: s.lost(),  # asks the process, sends nothing
 }
 
 
