@@ -19,15 +19,22 @@ def embedded_env(data_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def er(data_dir: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    """Run ``er ARGS`` on the stores under ``data_dir`` (extra: ER_ settings)."""
+def run_er(
+    env: dict[str, str], *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run ``er ARGS`` in a subprocess with exactly ``env``."""
     return subprocess.run(
         [sys.executable, "-m", "er.cli", *args],
         capture_output=True,
         text=True,
-        env=embedded_env(data_dir, **extra),
-        timeout=300,
+        env=env,
+        timeout=timeout,
     )
+
+
+def er(data_dir: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    """Run ``er ARGS`` on the stores under ``data_dir`` (extra: ER_ settings)."""
+    return run_er(embedded_env(data_dir, **extra), *args)
 
 
 def ingest_and_eval(tmp_path: Path, records: list[dict[str, Any]]) -> tuple[Path, Any]:

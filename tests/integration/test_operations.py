@@ -15,12 +15,13 @@ import io
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ._cli import run_er
 
 pytestmark = [pytest.mark.postgres, pytest.mark.graph]
 
@@ -39,13 +40,7 @@ def env(pg_url: str, falkordb_server: Any, tmp_path_factory: Any) -> dict[str, s
 
 
 def _er(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "er.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_er(env, *args, timeout=600)
 
 
 def _ok(env: dict[str, str], *args: str) -> str:

@@ -23,6 +23,7 @@ import pytest
 
 from er.cli.service import INGEST_NICENESS
 
+from ._cli import run_er
 from ._procs import own_redis_db, stop_all
 
 pytestmark = [pytest.mark.celery, pytest.mark.postgres, pytest.mark.graph, pytest.mark.slow]
@@ -175,13 +176,7 @@ def _until(check: Any, timeout: float, every: float = 0.05) -> Any:
 
 
 def _er(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "er.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_er(env, *args, timeout=300)
 
 
 def _sql(pg_url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
