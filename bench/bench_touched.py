@@ -7,7 +7,12 @@ CLI does: eight batches ingested, then clustered in steps of up to
 after every step and change nothing it computes:
 
 - per step: the points the step re-derived (``S``: its new mentions and every mention
-  of the floor components they touch), how many floor components ``S`` holds and the
+  of the floor components holding an old end of a pair the step changed at or above
+  the floor or inside one component, ``er.cluster._components.changed_points``), what
+  marking every old point of U(0) would have re-derived (the marking before #56: every
+  old point sharing a list with a new mention), and whether the bench's own reading
+  of the changed pairs (:func:`_marking`) names the product's points; how many floor
+  components ``S`` holds and the
   largest, the candidate pairs inside ``S`` at or above the floor (``PAIR_FLOOR``) and
   at or above the entity cut, the components of the pairs at or above the cut ("cut
   components"), the rounds' work (rounds run and the graph entries they read: each
@@ -25,9 +30,12 @@ levels as ``real-LEVEL``) and ``people`` (``bench/people.py``, the 1M run's). St
 ``--limit-s``: the run ends after the step in hand and the figures so far are written.
 
 ``--replay EVERY`` then steps the run's MBSCC inputs again on two cores, the product's
-and one that re-derives only the floor components whose pairs the step changed (the
-remedy measured), and compares their deltas after every step and their hierarchies
-every EVERY steps. ``--summary RAW --snap SIZES`` prints a raw file's figures at sizes.
+and one that marks every old point of U(0) (the marking before #56, exact too), and
+compares their deltas after every step and their hierarchies every EVERY steps.
+``--summary RAW --snap SIZES`` prints a raw file's figures at sizes (runs before the
+marking was built, 2026-11-28, re-derived U(0)'s components and measured the changed
+pairs' as ``rederived_if_changed_only``; later runs the other way round,
+``rederived_if_all_u0``).
 
     python -m bench touched --people real-medium --n 300000 \
         --snap 50000 100000 200000 300000 --out bench/raw/touched-2026-11-28.json
@@ -70,13 +78,14 @@ class _Probe:
     """Counters and clocks the hooks fill during one writer step."""
 
     def __init__(self) -> None:
-        self.changed_only = False  # the replay's second core: changed components alone
+        self.all_u0 = False  # the replay's second core: every old point of U(0) marked
         self.replaying = False
         self.params: dict[str, Any] = {}  # the run's MBSCC parameters, for the replay
         self.reset()
 
     def reset(self) -> None:
         self.before: tuple[np.ndarray, np.ndarray] | None = None  # the lists before the step
+        self.u0 = np.zeros(0, np.int64)  # U(0) of the step (the lists' add)
         self.marking: dict[str, Any] = {}
         self.seconds: dict[str, float] = {}
         self.probe_s = 0.0  # the hooks' own work inside the writer's cluster_s
@@ -126,18 +135,21 @@ def _install(on_step: Callable[[Any, Any, list[tuple[str, Any]], dict[str, float
         n0 = self._n  # the old lists, for what the batch changed in them
         PROBE.before = (self._idx[:n0].copy(), self._sim[:n0].copy())
         PROBE.probe_s += time.perf_counter() - started
-        return add(self, *args, **kwargs)
+        marked = add(self, *args, **kwargs)
+        PROBE.u0 = np.flatnonzero(marked)
+        return marked
 
     _KnnLists.add = remembered  # type: ignore[method-assign]
     step = PROBE.clock("component_step", _components.step)
 
     def measured(forest: Any, idx: Any, sim: Any, marked: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
-        PROBE.marking = _marking(forest, idx, sim, np.asarray(marked, np.int64))
+        PROBE.marking = _marking(forest, idx, sim, PROBE.u0)
         changed = PROBE.marking.pop("_changed")
+        PROBE.marking["marking_as_product"] = bool(np.array_equal(changed, marked))
         PROBE.probe_s += time.perf_counter() - started
-        if PROBE.changed_only:  # the remedy under test (--replay), not the product's step
-            marked = changed
+        if PROBE.all_u0:  # the marking before #56 (--replay), not the product's
+            marked = PROBE.u0
         return step(forest, idx, sim, marked, *args, **kwargs)
 
     _components.step = measured
@@ -170,12 +182,12 @@ def _record(into: list[tuple[int, int, np.ndarray, np.ndarray]]) -> None:
 def _replay(
     inputs: list[tuple[int, int, np.ndarray, np.ndarray]], params: dict[str, Any], every: int
 ) -> dict[str, Any]:
-    """The run's MBSCC steps again on two cores: the product's marking, and one that
-    re-derives only the floor components whose graph the step changed (``changed`` of
-    :func:`_marking`); their hierarchies (stable ids included) and deltas compared after
-    every step, the whole structures and the entities at the cut every ``every`` steps
-    and at the end. Seconds are the cores' alone (noisy)."""
-    cores = {"product": MBSCC(**params), "changed_only": MBSCC(**params)}
+    """The run's MBSCC steps again on two cores: the product's marking (changed pairs),
+    and one that marks every old point of U(0), as before #56; their hierarchies
+    (stable ids included) and deltas compared after every step, the whole structures
+    and the entities at the cut every ``every`` steps and at the end. Seconds are the
+    cores' alone, the hooks' counting left out (noisy)."""
+    cores = {"product": MBSCC(**params), "all_u0": MBSCC(**params)}
     rows: list[dict[str, Any]] = []
     same_deltas = same_ids = same_structure = same_entities = True
     checked = 0
@@ -184,19 +196,15 @@ def _replay(
         for i, (b, d, idx, sim) in enumerate(inputs):
             row: dict[str, Any] = {"n": 0}
             for name, core in cores.items():
-                PROBE.changed_only = name == "changed_only"
+                PROBE.all_u0 = name == "all_u0"
                 PROBE.probe_s = 0.0
                 started = time.perf_counter()
                 core.partial_fit(np.ones((b, d), np.float32), neighbors=(idx, sim))
-                # the core's own seconds; the changed-only core's marking apart (a
-                # bench's numpy, not a product's implementation)
                 row[f"{name}_s"] = round(time.perf_counter() - started - PROBE.probe_s, 4)
-                if name == "changed_only":
-                    row["changed_only_marking_s"] = round(PROBE.probe_s, 4)
                 row[f"{name}_rederived"] = int(core.touched_.points.size)
                 row["n"] = int(core._knn._n)
-            PROBE.changed_only = False
-            a, c = cores["product"], cores["changed_only"]
+            PROBE.all_u0 = False
+            a, c = cores["product"], cores["all_u0"]
             same_deltas &= _same_delta(a.delta_, c.delta_)
             same_ids &= bool(np.array_equal(a.point_ids_, c.point_ids_))
             if (i + 1) % every == 0 or i + 1 == len(inputs):
@@ -208,7 +216,7 @@ def _replay(
                 same_entities &= bool(np.array_equal(la, lc))
             rows.append(row)
     finally:
-        PROBE.replaying = PROBE.changed_only = False
+        PROBE.replaying = PROBE.all_u0 = False
     return {
         "steps": rows,
         "every_delta_equal": bool(same_deltas),
@@ -262,8 +270,11 @@ def _canonical(h: Any) -> bytes:
 
 
 def _marking(forest: Any, idx: np.ndarray, sim: np.ndarray, marked: np.ndarray) -> dict[str, int]:
-    """U(0) taken apart, before the step: the old points it marks, and those whose part
-    of the graph changed in a way the hierarchy can see (``changed``).
+    """U(0) (``marked``) taken apart, before the step: the old points it marks, what
+    marking them all would re-derive, and the old points whose part of the graph
+    changed in a way the hierarchy can see (``changed``: the bench's own reading, from
+    a copy of every list, of what the product's ``changed_points`` reads from the lists
+    the step rewrote).
 
     An edge's value is the larger of its two list entries (absent: none). Entries change
     only in the new points' lists and the marked old points', so every pair whose value
@@ -301,7 +312,7 @@ def _marking(forest: Any, idx: np.ndarray, sim: np.ndarray, marked: np.ndarray) 
         "pairs_changed": int(moved.sum()),
         "pairs_changed_that_matter": int(matters.sum()),
         "changed_old": int(changed.size),
-        "rederived_if_changed_only": int(_TOUCHED(forest, changed, n).size),
+        "rederived_if_all_u0": int(_TOUCHED(forest, old, n).size),
         "_changed": changed,  # type: ignore[dict-item]
     }
 
@@ -554,6 +565,9 @@ def summary(raw: dict[str, Any], sizes: list[int], width: int = 5) -> list[dict[
     seed = raw.get("seed")
     joining = _joining(_records(raw["people"], raw["n"], seed))
     steps = [s for s in raw["steps"] if s.get("batch_timings")]
+    # the other marking's count: U(0)'s since the marking was built, before it the remedy's
+    other = "rederived_if_all_u0" if steps and "rederived_if_all_u0" in steps[0] else None
+    other = other or "rederived_if_changed_only"
     ends = np.array([s["n"] for s in steps])
     out = []
     for at in sizes:
@@ -573,7 +587,7 @@ def summary(raw: dict[str, Any], sizes: list[int], width: int = 5) -> list[dict[
                 "new_per_step": mean(lambda s: s["new"]),
                 "joining": mean(lambda s: joining[s["n"] - s["new"] : s["n"]].mean()),
                 "rederived": mean(lambda s: s["rederived"]),
-                "rederived_if_changed_only": mean(lambda s: s["rederived_if_changed_only"]),
+                other: mean(lambda s: s[other]),
                 "components": mean(lambda s: s["components"]),
                 "largest": max(s["largest"] for s in near),
                 "edges_in_S": mean(lambda s: s["edges_in_S"]),
@@ -610,8 +624,8 @@ def main() -> None:
         type=int,
         default=0,
         metavar="EVERY",
-        help="then replay the MBSCC steps with changed components alone against the "
-        "product's (structures compared every EVERY steps); 0: no replay",
+        help="then replay the MBSCC steps marking every old point of U(0) (before #56) "
+        "against the product's (structures compared every EVERY steps); 0: no replay",
     )
     ap.add_argument(
         "--summary",
@@ -643,7 +657,8 @@ def main() -> None:
         steps.append(_step_row(job, state, rows))
         last = steps[-1]
         print(
-            f"n={last['n']} S={last['rederived']} largest={last['largest']} "
+            f"n={last['n']} S={last['rederived']} U0={last['rederived_if_all_u0']} "
+            f"largest={last['largest']} "
             f"edges={last['edges_floor']} comps={last['components']} "
             f"cluster_s={timings.get('cluster_s', 0):.2f}",
             file=sys.stderr,

@@ -198,7 +198,7 @@ def attach(state: Any, base: Path, log: RowLog, n: int) -> None:
     emptied (its (0, d) placeholder gives d)."""
     owner = log.owner(state)
     empty = getattr(owner, log.path[-1], None) if owner is not None else None
-    if not isinstance(empty, np.ndarray) or empty.ndim != 2:
+    if not isinstance(empty, np.ndarray) or empty.ndim != 2 or empty.shape[1] < 1:
         raise ERError(f"{base}: rows {log.name!r} saved for a state without a place for them.")
     setattr(owner, log.path[-1], _load_rows(base, log, n, empty.shape[1]))
 

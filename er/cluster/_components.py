@@ -9,11 +9,22 @@ each part depends only on its component's edges. A cluster whose best neighbour 
 outside its component has linkage ``< tau_min`` to it and merges with nothing in that
 round, which is what it does when the other components are left out.
 
-A mini-batch changes the k-NN lists of the new points and of the old points a new
-point enters (dissertation §4.2, U(0)); an old point whose list drops a neighbour is
-one of them. Every edge added or removed therefore has an end in U(0), and the points
-to redo, ``S`` = the new points and every point of a floor component holding an old
-point of U(0), are closed: no edge of the new graph leaves ``S`` at or above the floor.
+A mini-batch writes the k-NN lists of the new points and rewrites those of the old
+points a new point enters (dissertation §4.2, U(0)). An edge's value is the larger of
+its two list entries, so every pair whose value changed has an entry in one of those
+lists, before or after (:func:`changed_points`). A changed pair *matters* when its
+value before or after is at or above the floor (it may join or split floor
+components), or when its two ends are old points of one floor component (the linkage
+inside a component reads every pair of it, those under the floor too). The points to
+redo are ``S`` = the new points and every point of a floor component holding an old
+end of a pair that matters. They are closed: an edge of the new graph at or above the
+floor from an old point of ``S`` either was one before (its ends shared a component,
+in ``S`` whole) or changed and matters (both ends are in ``S``); one from a new point
+changed and matters. And a component outside ``S`` is as it was: a changed pair inside
+it would matter, and one leaving it stayed under the floor, where no merge crosses.
+So a pair from a new point to an old one under the floor redoes nothing (U(0)'s old
+points redid 3.6-4.4x as many points on people at 48k-296k, the same deltas: issue
+#56, bench/RESULTS.md "What a writer step re-derives as the collection grows").
 Running the rounds on ``S``'s own graph gives exactly what a run over every point
 gives for those points (batch SCC with the same thresholds), and the rest of the
 forest is as it was. The cost of a batch follows ``|S|`` and its edges, not n: on
@@ -247,6 +258,81 @@ def local_graph(
     return knn_lists_graph(local, np.where(inside, sim, 0.0))
 
 
+def changed_points(
+    forest: Forest,
+    idx: NDArray[np.int64],
+    sim: NDArray[np.floating],
+    replaced: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.floating]],
+    floor: float,
+) -> NDArray[np.int64]:
+    """The old ends of the pairs a batch changed that matter (the module's docstring):
+    those whose floor components :func:`step` redoes; ascending, shape (c,).
+
+    Parameters
+    ----------
+    forest : Forest
+        As before the batch: points ``0..forest.n_points-1`` are the old ones.
+    idx, sim : ndarray, shape (n, k)
+        Every point's k-NN list after the batch (new points last).
+    replaced : tuple (rows (r,), idx (r, k), sim (r, k))
+        The old lists the batch rewrote, as they were before it, ``rows`` ascending
+        (``_KnnLists.replaced_``); every other old list is as it was.
+    floor : float
+
+    Notes
+    -----
+    O(p k) for the p = (2 r + b) k pairs of those lists and the b new points' lists.
+    """
+    n0, n = forest.n_points, idx.shape[0]
+    rows, idx0, _ = replaced
+    if n0 == 0:
+        return np.zeros(0, np.int64)
+    k = idx.shape[1]
+    new = np.arange(n0, n, dtype=np.int64)
+    a = np.r_[np.repeat(rows, k), np.repeat(rows, k), np.repeat(new, k)]
+    b = np.r_[idx0.ravel(), idx[rows].ravel(), idx[n0:].ravel()]
+    ok = b >= 0
+    a, b = a[ok], b[ok]
+    key = np.unique(np.minimum(a, b) * n + np.maximum(a, b))  # each pair once
+    lo, hi = key // n, key % n
+    before = np.maximum(
+        _entries(idx, sim, lo, hi, n0, replaced), _entries(idx, sim, hi, lo, n0, replaced)
+    )
+    after = np.maximum(_entries(idx, sim, lo, hi), _entries(idx, sim, hi, lo))
+    same = np.zeros(lo.size, bool)  # two old points of one floor component
+    old = hi < n0
+    same[old] = forest.comp[lo[old]] == forest.comp[hi[old]]
+    # float32 values against the floor: the comparison floor_components makes
+    matters = (before != after) & ((np.maximum(before, after) >= floor) | same)
+    ends = np.r_[lo[matters], hi[matters]]
+    return np.unique(ends[ends < n0])
+
+
+def _entries(
+    idx: NDArray[np.int64],
+    sim: NDArray[np.floating],
+    a: NDArray[np.int64],
+    b: NDArray[np.int64],
+    n0: int = -1,
+    replaced: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.floating]] | None = None,
+) -> NDArray[np.float32]:
+    """(p,) the similarity at which a[i]'s list holds b[i], -inf where it does not, in
+    float32 as the graph holds it (:func:`knn_lists_graph`); with ``replaced``, in the
+    lists as they were before the batch (points n0 and above had none)."""
+    held, value = idx[a], sim[a].astype(np.float32)
+    if replaced is not None:
+        rows, idx0, sim0 = replaced
+        if rows.size:
+            pos = np.searchsorted(rows, a).clip(max=rows.size - 1)
+            was = rows[pos] == a
+            held[was], value[was] = idx0[pos[was]], sim0[pos[was]]
+        held[a >= n0] = -1
+    best: NDArray[np.float32] = np.where(held == b[:, None], value, -np.inf).max(
+        axis=1, initial=-np.inf
+    )
+    return best
+
+
 def floor_components(G: sparse.csr_array, floor: float) -> NDArray[np.int64]:
     """(s,) component label of each row in the graph of G's edges ``>= floor``."""
     keep = G.data >= floor
@@ -277,7 +363,8 @@ def step(
     idx, sim : ndarray, shape (n, k)
         Every point's k-NN list after the batch (new points last).
     marked : ndarray of int64, shape (u,)
-        U(0): the points whose lists changed and the new points' neighbours.
+        The old points whose floor components are redone (:func:`changed_points`;
+        any superset is exact too, U(0) for one); new points in it are ignored.
     point_ids : ndarray of int64, shape (n,)
         Stable id of every point (the new ones issued already).
     agglomerate : callable (graph (s, s), s) -> Hierarchy

@@ -1,7 +1,9 @@
 """The k-nearest-neighbour lists MBSCC maintains across mini-batches (dissertation §4.2).
 
 U(0) of each mini-batch comes from here: the new points, their neighbours, and the old
-points whose lists a new point entered.
+points whose lists a new point entered. Each ``add`` also keeps the lists it rewrote as
+they were before (``replaced_``): MBSCC's floor components read what changed in them
+(er.cluster._components.changed_points).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from er.cluster._graph import (
     screened_top_k,
 )
 
+# rows (r,) and their lists: idx (r, k), sim (r, k)
+_Lists = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float32]]
+
 
 class _KnnLists:
     """Exact k-NN lists of every point so far; ties go to the lower point index.
@@ -27,6 +32,13 @@ class _KnnLists:
     ``keep_points=False`` keeps the lists alone: every batch must then bring its
     neighbours (a caller's index, which holds the points already: 4 GB saved at a
     million points of 1,024 dimensions).
+
+    Attributes
+    ----------
+    replaced_ : tuple (rows, idx, sim)
+        The old lists the last :meth:`add` rewrote, as they were before it: ``rows``
+        (r,) int64 ascending, ``idx`` (r, k) int64 and ``sim`` (r, k) float32. Every
+        other old list is as it was. Not saved with the lists (it describes one call).
     """
 
     def __init__(self, k: int, dim: int, keep_points: bool = True) -> None:
@@ -39,6 +51,8 @@ class _KnnLists:
         # rows 0.._n-1 are the lists; the rest is room, as for X
         self._idx = np.zeros((0, k), np.int64)
         self._sim = np.zeros((0, k), np.float32)
+        self.replaced_ = _no_rows(k)
+        self._replaced: list[_Lists] = []  # the rewrites of an add, while it runs
 
     @property
     def idx(self) -> NDArray[np.int64]:
@@ -54,6 +68,8 @@ class _KnnLists:
         state = self.__dict__.copy()
         if "_n" in state:  # without the spare room
             state["_idx"], state["_sim"] = self.idx, self.sim
+        for name in ("replaced_", "_replaced"):  # one call's, rebuilt by the next add
+            state.pop(name, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -62,6 +78,8 @@ class _KnnLists:
         state.setdefault("keep_points", True)
         if "idx" in state:  # pickles from before the lists' spare room
             state["_idx"], state["_sim"] = state.pop("idx"), state.pop("sim")
+        state.pop("_touched", None)  # the rows of the last add, kept before replaced_
+        state["replaced_"], state["_replaced"] = _no_rows(state["k"]), []
         self.__dict__.update(state)
 
     @property
@@ -96,7 +114,7 @@ class _KnnLists:
         points so far, from the caller's index; without it the lists are exact.
         """
         n0 = self._n
-        self._touched: list[NDArray[np.int64]] = []
+        self._replaced = []
         self._grow(rows)
         n1 = self._n
         if neighbors is not None:
@@ -111,6 +129,19 @@ class _KnnLists:
             new_idx[start - n0 : stop - n0, :k] = top
             new_sim[start - n0 : stop - n0, :k] = top_sim
         return self._append(new_idx, new_sim, n0)
+
+    def _keep_replaced(self) -> None:
+        """``replaced_`` from the rewrites of this add: each row's list before its first
+        (a row a later block rewrites again keeps the one from before the batch)."""
+        if not self._replaced:
+            self.replaced_ = _no_rows(self.k)
+            return
+        rows = np.concatenate([r for r, _, _ in self._replaced])
+        idx = np.concatenate([i for _, i, _ in self._replaced])
+        sim = np.concatenate([v for _, _, v in self._replaced])
+        rows, first = np.unique(rows, return_index=True)  # the first of each row
+        self.replaced_ = (rows, idx[first], sim[first])
+        self._replaced = []
 
     def _search(
         self, start: int, stop: int, n0: int, k: int
@@ -143,11 +174,11 @@ class _KnnLists:
             self._idx = _with_room(self._idx[:n0], room, -1)
             self._sim = _with_room(self._sim[:n0], room, -np.inf)
         self._idx[n0:n1], self._sim[n0:n1] = new_idx, new_sim
+        self._keep_replaced()
         marked = np.zeros(self._n, bool)
         marked[n0:] = True
         marked[new_idx[new_idx >= 0]] = True
-        for rows_touched in self._touched:
-            marked[rows_touched] = True
+        marked[self.replaced_[0]] = True
         return marked
 
     def _take_given(
@@ -189,7 +220,7 @@ class _KnnLists:
         rows, count = old[first], np.diff(np.r_[first, old.size])
         rank = _slot_in_row(count)
         top = rank < k
-        self._touched.append(rows)
+        self._replaced.append((rows, self.idx[rows], self.sim[rows]))  # fancy: copies
         # one row per touched list: its k entries, then its candidates (-1 / -inf
         # pads), each row sorted on its own: small sorts instead of one over all lists
         c = np.full((rows.size, k + int(min(count.max(), k))), -1, np.int64)
@@ -222,6 +253,11 @@ class _KnnLists:
     def graph(self) -> Any:
         """The symmetric k-NN graph of the lists (:func:`knn_lists_graph`)."""
         return knn_lists_graph(self.idx, self.sim)
+
+
+def _no_rows(k: int) -> _Lists:
+    """An empty ``replaced_``: no row rewritten."""
+    return np.zeros(0, np.int64), np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
 
 
 def _with_room(a: NDArray[Any], rows: int, fill: float) -> NDArray[Any]:

@@ -69,7 +69,8 @@ class MBSCC:
         ``paper`` recomputes the nearest neighbour only of marked clusters (Eq.
         4.7-4.12) and reuses the last batch's choice for the others.
         ``components`` (needs ``tau_min > 0`` and a linkage other than centroid)
-        re-derives exactly the floor components the batch touches
+        re-derives the new points and the floor components holding an end of a
+        pair the batch changed at or above the floor, or inside one component
         (:mod:`er.cluster._components`): the result equals SCC on the same points,
         at a cost that follows the batch, not n. ``hierarchy_`` and ``node_ids_``
         are then assembled when read; ``touched_`` tells what the batch redid.
@@ -256,7 +257,7 @@ class MBSCC:
         marked = self._knn.add(rows, neighbors)
         taus = thresholds(self.tau_max, self.tau_min, self.n_levels, self.schedule)
         if self._forest is not None:
-            return self._fit_components(np.flatnonzero(marked), taus, pair_scores)
+            return self._fit_components(taus, pair_scores)
         vectors = self._knn.points if self.linkage == "centroid" else None
         agg = Agglomerator(self._knn.graph(), self.linkage, vectors)
         if self.marking == "exact" or not partial:
@@ -282,12 +283,10 @@ class MBSCC:
         return True
 
     def _fit_components(
-        self,
-        marked: NDArray[np.int64],
-        taus: NDArray[np.float64],
-        pair_scores: PairScores | None = None,
+        self, taus: NDArray[np.float64], pair_scores: PairScores | None = None
     ) -> MBSCC:
-        """One batch over the floor components it touches (:func:`_components.step`)."""
+        """One batch over the floor components whose pairs it changed in a way that
+        matters (:func:`_components.changed_points`, :func:`_components.step`)."""
         params = get_params(self)
         floor = float(taus[-1])
 
@@ -308,12 +307,13 @@ class MBSCC:
             completion = Completion(pair_scores, self.complete_max, at, within)
 
         assert self._forest is not None  # _fit's caller checks
-        n = self._knn._n
+        idx, sim = self._knn.idx, self._knn.sim
+        changed = _components.changed_points(self._forest, idx, sim, self._knn.replaced_, floor)
         self.delta_, self.touched_ = _components.step(
             self._forest,
-            self._knn.idx[:n],
-            self._knn.sim[:n],
-            marked,
+            idx,
+            sim,
+            changed,
             self._point_ids,
             agglomerate,
             self._take_ids,

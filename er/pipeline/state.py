@@ -107,6 +107,12 @@ def _load_state(path: Path, config: Mapping[str, Any], owner: Owner) -> _State:
         state, base = _load_pickled(legacy_path(path)), legacy_path(path)
     else:
         return _State(seq=0, core=_make_core(config["algorithm"], dict(config["params"])))
+    counts = getattr(state, "rows_saved", None)
+    if not isinstance(counts, dict) or any(type(n) is not int or n < 0 for n in counts.values()):
+        raise ERError(
+            f"{path}: not a checkpoint er can read (its row counts); move it away to rebuild "
+            "the collection from its stored mentions."
+        )
     for log in _ROW_LOGS:
         if log.name in state.rows_saved:
             attach(state, base, log, state.rows_saved[log.name])

@@ -240,6 +240,33 @@ def test_a_malformed_checkpoint_is_one_error_line(tmp_path: Path, edit: Any) -> 
     assert "\n" not in str(refused.value)
 
 
+def _knn_attrs(doc: dict[str, Any]) -> dict[str, Any]:
+    attrs: dict[str, Any] = doc["state"]["attrs"]["core"]["attrs"]["_knn"]["attrs"]
+    return attrs
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda doc: doc["state"]["attrs"].__setitem__("rows_saved", None),
+        lambda doc: doc["state"]["attrs"].__setitem__("rows_saved", 0),
+        lambda doc: doc["state"]["attrs"]["rows_saved"]["map"].__setitem__("points", None),
+        lambda doc: doc["state"]["attrs"]["rows_saved"]["map"].__setitem__("vectors", "x"),
+        lambda doc: doc["state"]["attrs"]["rows_saved"]["map"].__setitem__("points", -1),
+        lambda doc: doc["state"].__setitem__("attrs", {}),
+        lambda doc: _knn_attrs(doc)["X"]["shape"].__setitem__(1, 0),  # rows of no width
+    ],
+)
+def test_malformed_row_counts_are_one_error_line(tmp_path: Path, edit: Any) -> None:
+    """The row logs' counts and places (found by the fuzz test below: a TypeError, a
+    ZeroDivisionError or an AttributeError got out)."""
+    path = _real(tmp_path)
+    _rewrite(path, edit)
+    with pytest.raises(ERError) as refused:
+        _load_state(path, CONFIG, OWNER)
+    assert "\n" not in str(refused.value)
+
+
 def test_a_torn_checkpoint_is_one_error_line(tmp_path: Path) -> None:
     path = _real(tmp_path)
     path.write_bytes(path.read_bytes()[:500])
