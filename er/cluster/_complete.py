@@ -9,6 +9,11 @@ what that budget reaches is split all the same, and :class:`Completion` then com
 the pairs around the clusters at one threshold, the entity cut (:meth:`Completion.refine`).
 Merges stay inside floor components, so what is scored is a function of the
 component's own graph and points (er.cluster._components).
+
+With ``against``, the scorer gives evidence against a match only (NaN where a pair
+holds none) and the scored pairs join the lists' edges instead of replacing them: the
+mean linkage of two clusters then counts, beside the pairs the index proposed, every
+pair between them that contradicts a match.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from er.cluster._hierarchy import Hierarchy
 # it (of Leipzig's 2.55 million affiliation pairs, 3.4% have a match probability
 # above 1e-6), so the rounds run on the pairs that can matter.
 COMPLETE_MIN = 1e-3
+# A pair held against a match (``against``) stays an edge at this score or more: a
+# graph's stored zero is no edge, and a mean over pairs must count it.
+AGAINST_MIN = 1e-9
 
 
 # the similarity of any two points by global index: (left (p,), right (p,)) -> (p,)
@@ -46,6 +54,7 @@ def complete_components(
     pair_scores: PairScores,
     max_points: int,
     ask: Callable[[int, NDArray[np.int64], NDArray[np.int64]], tuple[Any, Any]] | None = None,
+    against: bool = False,
 ) -> sparse.csr_array:
     """G with every pair inside each floor component of at most ``max_points`` points
     scored, not only the pairs of the k-NN lists; in a larger component, the pairs of
@@ -91,6 +100,9 @@ def complete_components(
         The pairs of a component of this many points are what one may cost.
     ask : callable (s, left, right) -> (left, right), optional
         Told the pairs to score, gives those it lets through (:meth:`Completion._ask`).
+    against : bool, default False
+        The scores are evidence against a match (NaN: none): G's edges stay, and the
+        scored pairs it lacks are added (module docstring).
 
     Returns
     -------
@@ -101,9 +113,36 @@ def complete_components(
         left, right = ask(G.shape[0], left, right)
     if left.size == 0:
         return G
+    if against:
+        return _with_against(G, points, left, right, pair_scores)
     left, right, score = _scored(pair_scores, points, left, right, G.dtype)
     # every edge inside a component is scored: only those across two are kept
     return _with_pairs(G, left, right, score, across=label)
+
+
+def _with_against(
+    G: sparse.csr_array,
+    points: NDArray[np.int64],
+    left: NDArray[np.int64],
+    right: NDArray[np.int64],
+    pair_scores: PairScores,
+) -> sparse.csr_array:
+    """G with the pairs (left < right, shape (p,)) it lacks that the scorer holds
+    against a match (a score, not NaN), each at its score, at least AGAINST_MIN."""
+    s = G.shape[0]
+    coo = sparse.triu(G, k=1).tocoo()
+    have = np.sort(coo.row.astype(np.int64) * s + coo.col)
+    key = left * s + right
+    if have.size:
+        at = np.searchsorted(have, key).clip(max=have.size - 1)
+        key = key[have[at] != key]
+    left, right = key // s, key % s
+    score = _in_chunks(lambda a, b: pair_scores(points[a], points[b]), left, right)
+    held = ~np.isnan(score)
+    if not held.any():
+        return G
+    score = np.maximum(score[held], AGAINST_MIN).astype(G.dtype)
+    return _with_pairs(G, left[held], right[held], score)
 
 
 def _scored(
@@ -441,12 +480,21 @@ class Completion:
         :meth:`graph` completes the components of the list edges at or above this
         score inside the floor components (MBSCC ``complete_within``); 0: the floor
         components themselves.
+    against : bool
+        The scorer gives evidence against a match only (:func:`complete_components`);
+        :meth:`refine` then adds nothing (``at`` must be 0).
     """
 
     def __init__(
-        self, pair_scores: PairScores, max_points: int, at: float = 0.0, within: float = 0.0
+        self,
+        pair_scores: PairScores,
+        max_points: int,
+        at: float = 0.0,
+        within: float = 0.0,
+        against: bool = False,
     ) -> None:
         self.pair_scores = pair_scores
+        self.against = against
         self.max_points = max_points
         self.budget = max_points * (max_points - 1) // 2
         self.at = at
@@ -465,7 +513,9 @@ class Completion:
         sizes = np.bincount(label)
         self._large = (sizes * (sizes - 1) // 2 > self.budget)[label]
         ask = self._ask if self.at and self._large.any() else None
-        return complete_components(G, points, label, self.pair_scores, self.max_points, ask)
+        return complete_components(
+            G, points, label, self.pair_scores, self.max_points, ask, self.against
+        )
 
     def refine(
         self,

@@ -96,6 +96,12 @@ class MBSCC:
         floor component. Average linkage at or above it is then over every pair of
         the two clusters (a pair across two such components is under it, and so is
         any mean of them); below it, over the lists. 0: floor components.
+    complete_against : bool, default False
+        With ``complete_max``: the scorer gives evidence against a match alone (NaN
+        for a pair that holds none), and the scored pairs join the lists' edges
+        instead of replacing them (er.cluster._complete). Mean linkage over two
+        clusters is then over the pairs the index proposed and every scored pair
+        between them that contradicts a match. Not with ``complete_at``.
     exact_levels : bool, default False
         With ``components`` marking and average (or single) linkage: each level
         holds that linkage's HAC clusters at its threshold
@@ -129,6 +135,7 @@ class MBSCC:
         "complete_max": [Interval(int, 0, None)],
         "complete_at": [Interval(float, 0.0, None)],
         "complete_within": [Interval(float, 0.0, None)],
+        "complete_against": [Options((True, False))],
         "exact_levels": [Options((True, False))],
     }
     algorithm = "mbscc"
@@ -152,6 +159,7 @@ class MBSCC:
         complete_max: int = 0,
         complete_at: float = 0.0,
         complete_within: float = 0.0,
+        complete_against: bool = False,
         exact_levels: bool = False,
     ) -> None:
         self.n_levels = n_levels
@@ -164,6 +172,7 @@ class MBSCC:
         self.complete_max = complete_max
         self.complete_at = complete_at
         self.complete_within = complete_within
+        self.complete_against = complete_against
         self.exact_levels = exact_levels
 
     def fit(self, X: NDArray[np.floating]) -> MBSCC:
@@ -222,6 +231,12 @@ class MBSCC:
                 "MBSCC complete_at needs complete_max and exact_levels (its clusters are "
                 f"read by their scores). Got complete_max={self.complete_max}, "
                 f"exact_levels={self.exact_levels}."
+            )
+        if self.complete_against and (self.complete_at or not self.complete_max):
+            raise ConfigError(
+                "MBSCC complete_against needs complete_max and no complete_at (a pair "
+                f"held against is no probe). Got complete_max={self.complete_max}, "
+                f"complete_at={self.complete_at}."
             )
         if self.complete_max and pair_scores is None:
             raise ConfigError(
@@ -304,7 +319,9 @@ class MBSCC:
             # clusters at a score under the floor are those at the floor
             at = max(self.complete_at, self.tau_min) if self.complete_at else 0.0
             within = max(self.complete_within, self.tau_min) if self.complete_within else 0.0
-            completion = Completion(pair_scores, self.complete_max, at, within)
+            completion = Completion(
+                pair_scores, self.complete_max, at, within, self.complete_against
+            )
 
         assert self._forest is not None  # _fit's caller checks
         idx, sim = self._knn.idx, self._knn.sim
@@ -359,6 +376,7 @@ class MBSCC:
         state.setdefault("complete_max", 0)  # pickles from before it
         state.setdefault("complete_at", 0.0)
         state.setdefault("complete_within", 0.0)
+        state.setdefault("complete_against", False)
         state.setdefault("exact_levels", False)
         self.__dict__.update(state)
 

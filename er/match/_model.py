@@ -43,9 +43,28 @@ from er.match._dependence import dependence_bits
 from er.match._table import FieldTable
 from er.match._views import IDENTITY_KINDS
 
-__all__ = ["CONTEXT_KINDS", "FieldWeights", "PairModel", "level_bits", "one_sided_fields"]
+__all__ = [
+    "CONTEXT_KINDS",
+    "CONTRADICTION_BITS",
+    "FieldWeights",
+    "PairModel",
+    "level_bits",
+    "one_sided_fields",
+]
 
 MAX_TF_BONUS = 10.0  # bits a rare value may add over the field's average exact weight
+# A pair contradicts a match when a field that names the entity itself (a person's
+# name, a date, an identifier: CONTRADICTING_KINDS) weighs this many bits or more
+# against it: matches show that field's level at least 2^6 = 64 times less often than
+# non-matches (two given names that differ outright). Places and categories are
+# circumstances, which change (people move); organisation names are not read either:
+# one firm files under spellings a string comparison calls different ("GISTBROCADES
+# B.V.", "GIST-BROCADES N.V."), under its subsidiaries and its initials. Such pairs
+# are what an entity must not be joined across (PairModel.against; the hierarchy's
+# use: er.pipeline.config, bench/RESULTS.md "Entity resolution quality on held-out
+# sets (issue #53)").
+CONTRADICTION_BITS = 6.0
+CONTRADICTING_KINDS = frozenset({"person_name", "date", "identifier"})
 CONTEXT_KINDS = frozenset({"text", "number"})  # one-sided evidence (module docstring)
 # IDENTITY_KINDS: what names an entity on its own; a place, a postcode or a category
 # beside a text field (a product title and its country) leaves the text the identity,
@@ -245,9 +264,31 @@ class PairModel:
         correction of the pair's agreement pattern, for pairs of a collection of
         ``population`` records (:meth:`prior_at`)."""
         w, levels = self.weights(table, left, right)
+        return self._total(w, levels, population)
+
+    def _total(
+        self, w: NDArray[np.float64], levels: NDArray[np.int8], population: int | None
+    ) -> NDArray[np.float64]:
+        """(p,) match weights from the per-field weights and levels, each (p, n_fields)."""
         prior = _logit2(self.prior_at(population))
         total = prior + w.sum(axis=1) + dependence_bits(self.dependence, levels)
         return np.asarray(total, np.float64)
+
+    def against(
+        self,
+        table: FieldTable,
+        left: NDArray[np.int64],
+        right: NDArray[np.int64],
+        population: int | None = None,
+    ) -> NDArray[np.float64]:
+        """(p,) the match probability of each pair that contradicts a match (a field of
+        CONTRADICTING_KINDS weighing CONTRADICTION_BITS or more against it), NaN for
+        every other pair."""
+        w, levels = self.weights(table, left, right)
+        p = 1.0 / (1.0 + np.exp2(-self._total(w, levels, population)))
+        named = [f for f, fw in enumerate(self.fields) if fw.kind in CONTRADICTING_KINDS]
+        held = w[:, named].min(axis=1, initial=0.0) <= -CONTRADICTION_BITS
+        return np.where(held, p, np.nan)
 
     def probability(
         self,

@@ -211,6 +211,20 @@ FREE_TEXT_COMPLETE = 3_000
 DEFAULT_FREE_TEXT_CUT = 0.45
 
 
+# Mean linkage over the proposed pairs alone joins what the model separates: a few
+# pairs of two people score high (two inventors of one patent share its title, date,
+# assignee and co-inventors; a sparse record bridges two people) while most of their
+# pairs differ outright on a name. So a pair-model collection also scores every pair
+# inside each component of the list edges at the entity cut (MBSCC
+# ``complete_within``; such components hold an entity and its near misses, small on
+# people, at most AGAINST_COMPLETE mentions scored in full) and adds the pairs that
+# contradict a match (er.match.CONTRADICTION_BITS) to the pairs the mean runs over
+# (``complete_against``); a pair merely short of evidence (a sparse record's) is left
+# out as before. Chosen on PatentsView's inventors (its one use), the other sets held
+# out (bench/RESULTS.md, "Entity resolution quality on held-out sets (issue #53)").
+AGAINST_COMPLETE = 3_000
+
+
 def _default_cut(scoring: str, free_text: bool) -> float:
     if scoring != "pair_model":
         return DEFAULT_ENTITY_CUT
@@ -221,8 +235,9 @@ def _default_params(
     algorithm: str, scoring: str, free_text: bool = False, cut: float = DEFAULT_FREE_TEXT_CUT
 ) -> dict[str, Any]:
     """MBSCC on a pair model's probabilities links clusters by the mean probability of
-    the candidate pairs between them: a pair the index did not propose is no evidence,
-    where sparse average linkage counts it as a certain non-match and so cannot form an
+    the candidate pairs between them and of the pairs that contradict a match
+    (AGAINST_COMPLETE): another pair the index did not propose is no evidence, where
+    sparse average linkage counts it as a certain non-match and so cannot form an
     entity of more records than the index returns neighbours (PATSTAT's firms; on the
     hard people, pairwise recall 0.842 -> 0.982 at equal precision: bench/RESULTS.md,
     "Entity resolution quality"); it merges down to PAIR_FLOOR, and a batch redoes only
@@ -232,7 +247,12 @@ def _default_params(
         return {}
     params: dict[str, Any] = {"linkage": "mean", "tau_min": PAIR_FLOOR, "marking": "components"}
     if not free_text:
-        return params
+        return {
+            **params,
+            "complete_max": AGAINST_COMPLETE,
+            "complete_within": cut,
+            "complete_against": True,
+        }
     return {
         **params,
         "linkage": "average",

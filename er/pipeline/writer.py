@@ -483,7 +483,9 @@ def _vectors(index: Any, stop: int) -> NDArray[np.float32]:
 def _pair_scores(state: _State) -> PairScores:
     """Any two mentions' match probability under the model that scored the batch, for
     a core that links a floor component over all its pairs (free text:
-    ``er.pipeline.config.FREE_TEXT_COMPLETE``). The model's own trained prior, not the
+    ``er.pipeline.config.FREE_TEXT_COMPLETE``), or, for a core that takes evidence
+    against alone (``complete_against``), of the pairs that contradict a match
+    (:meth:`PairModel.against`, NaN for the others). The model's own trained prior, not the
     collection's size: a component's linkage does not depend on which batch last
     touched it, so a backlog stepped in groups builds what its batches would one by
     one."""
@@ -491,8 +493,10 @@ def _pair_scores(state: _State) -> PairScores:
     if table is None or model is None:
         raise ConfigError("a core linking every pair needs a pair-model collection")
 
+    score = model.against if getattr(state.core, "complete_against", False) else model.probability
+
     def scores(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.float64]:
-        return model.probability(table, left, right)
+        return score(table, left, right)
 
     return scores
 

@@ -107,7 +107,11 @@ def test_a_free_text_collection_gets_average_linkage_its_neighbours_and_cut() ->
     assert given["cut_threshold"] == 0.25 and given["params"]["complete_at"] == 0.25
     firms = new_collection_config(RECORDS, id_field="rec_id", gold_field=None)
     assert firms["params"]["linkage"] == "mean" and firms["cut_threshold"] == DEFAULT_PAIR_CUT
-    assert "complete_max" not in firms["params"]
+    # typed fields: the mean runs over the proposed pairs and those held against a
+    # match inside the cut's components, not over every pair (no complete_at)
+    assert firms["params"]["complete_against"] is True
+    assert firms["params"]["complete_within"] == DEFAULT_PAIR_CUT
+    assert "complete_at" not in firms["params"]
 
 
 @pytest.mark.parametrize(
