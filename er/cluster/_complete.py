@@ -10,10 +10,8 @@ the pairs around the clusters at one threshold, the entity cut (:meth:`Completio
 Merges stay inside floor components, so what is scored is a function of the
 component's own graph and points (er.cluster._components).
 
-With ``against``, the scorer gives evidence against a match only (NaN where a pair
-holds none) and the scored pairs join the lists' edges instead of replacing them: the
-mean linkage of two clusters then counts, beside the pairs the index proposed, every
-pair between them that contradicts a match.
+With ``against``, the scorer gives only pairs that contradict a match (NaN for the
+others), and these join the lists' edges: a mean linkage then counts them too.
 """
 
 from __future__ import annotations
@@ -127,8 +125,8 @@ def _with_against(
     right: NDArray[np.int64],
     pair_scores: PairScores,
 ) -> sparse.csr_array:
-    """G with the pairs (left < right, shape (p,)) it lacks that the scorer holds
-    against a match (a score, not NaN), each at its score, at least AGAINST_MIN."""
+    """G with the pairs (left < right, shape (p,)) it lacks that the scorer holds against
+    a match (not NaN), each at its score, at least AGAINST_MIN."""
     s = G.shape[0]
     coo = sparse.triu(G, k=1).tocoo()
     have = np.sort(coo.row.astype(np.int64) * s + coo.col)
@@ -139,10 +137,8 @@ def _with_against(
     left, right = key // s, key % s
     score = _in_chunks(lambda a, b: pair_scores(points[a], points[b]), left, right)
     held = ~np.isnan(score)
-    if not held.any():
-        return G
     score = np.maximum(score[held], AGAINST_MIN).astype(G.dtype)
-    return _with_pairs(G, left[held], right[held], score)
+    return _with_pairs(G, left[held], right[held], score) if held.any() else G
 
 
 def _scored(
