@@ -52,17 +52,24 @@ def _stores(settings: Any) -> tuple[Engine, GraphStore]:
         _close(_STORES.pop(key)[2])
     if key not in _STORES:
         stack = contextlib.ExitStack()
-        graph = stack.enter_context(
-            open_graph_store(
-                settings.graph_url,
-                data_dir=settings.data_dir,
-                graph_name=settings.graph_name,
-                user=settings.graph_user,
-                password=settings.graph_password,
+        try:
+            graph = stack.enter_context(
+                open_graph_store(
+                    settings.graph_url,
+                    data_dir=settings.data_dir,
+                    graph_name=settings.graph_name,
+                    user=settings.graph_user,
+                    password=settings.graph_password,
+                )
             )
-        )
-        graph.init_schema()  # idempotent; without the key index every write scans
-        engine = _engine(settings)
+            graph.init_schema()  # idempotent; without the key index every write scans
+            engine = _engine(settings)
+        except BaseException:
+            # what was opened closes now: an embedded server that died while its
+            # schema was ensured would otherwise keep the data dir's lock, and every
+            # later open would find the dead server's port (issue #54's chaos test)
+            stack.close()
+            raise
         atexit.register(stack.close)
         _STORES[key] = (engine, graph, stack)
     engine, graph, _ = _STORES[key]

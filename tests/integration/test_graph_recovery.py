@@ -97,3 +97,39 @@ def test_a_killed_graph_server_is_started_again_and_loses_nothing(
         assert len(members.mentions) == len(set(members.mentions.tolist())) == 600
     finally:
         close_stores()
+
+
+def test_a_server_killed_while_its_schema_is_ensured_is_started_again(
+    empty_pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first open of a worker's stores: the server starts, answers, then dies (a
+    real SIGKILL) while the graph's indexes are ensured. That open fails; the next one
+    starts a new server (it once found the data dir locked by the dead server's owner,
+    itself, and every later task failed for good)."""
+    from er.config import Settings
+    from er.exceptions import TransientStoreError
+    from er.pipeline import close_stores
+    from er.pipeline.stores import _stores
+    from er.stores.graph._falkordb import FalkorDBStore
+
+    data = tmp_path / "data"
+    settings = Settings(database_url=empty_pg_url, graph_url="falkordb+embedded://", data_dir=data)
+    ensure = FalkorDBStore.init_schema
+    killed: list[int] = []
+
+    def dies_first(self: FalkorDBStore) -> None:
+        if not killed:
+            killed.append(_server_pid(data))
+            os.kill(killed[0], signal.SIGKILL)
+            _gone(killed[0])
+        ensure(self)
+
+    monkeypatch.setattr(FalkorDBStore, "init_schema", dies_first)
+    try:
+        with pytest.raises(TransientStoreError):  # the task would retry
+            _stores(settings)
+        _, graph = _stores(settings)
+        assert _server_pid(data) != killed[0]
+        assert graph.memberships("g").mentions.size == 0  # it answers
+    finally:
+        close_stores()
