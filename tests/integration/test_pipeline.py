@@ -156,7 +156,7 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, m
     from er.featurize import FeaturizerConfig, FieldTypes, featurize
     from er.match import FieldTable
     from er.pipeline import DEFAULT_PAIR_CUT, run_entities
-    from er.pipeline.config import PAIR_FLOOR
+    from er.pipeline.config import AGAINST_COMPLETE, PAIR_FLOOR
     from er.pipeline.train import train_on_batch, train_on_collection
     from er.stores.sql import batch_mentions, find_collection, make_engine
 
@@ -173,7 +173,14 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, m
     assert config["scoring"] == "pair_model" and config["cut_threshold"] == DEFAULT_PAIR_CUT
     types = FieldTypes(config["field_types"])
     cfg = FeaturizerConfig.from_json(config["featurizer"])
-    assert config["params"] == {"linkage": "mean", "tau_min": PAIR_FLOOR, "marking": "components"}
+    assert config["params"] == {
+        "linkage": "mean",
+        "tau_min": PAIR_FLOOR,
+        "marking": "components",
+        "complete_max": AGAINST_COMPLETE,
+        "complete_within": DEFAULT_PAIR_CUT,
+        "complete_against": True,
+    }
     core, table, model, order, X = (
         MBSCC(**config["params"]),
         FieldTable(types.names),
@@ -203,7 +210,13 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, m
         b = len(rows)
         left = np.repeat(np.arange(first, first + b), k)
         prob = model.probability(table, left, idx.ravel(), population=len(table))
-        core.partial_fit(Xb, neighbors=(idx, prob.reshape(b, k).astype(np.float32)))
+
+        def against(lo: Any, hi: Any, m: Any = model) -> Any:  # the batch's model
+            return m.against(table, lo, hi)
+
+        core.partial_fit(
+            Xb, neighbors=(idx, prob.reshape(b, k).astype(np.float32)), pair_scores=against
+        )
         order += [ext for ext, _ in rows]
     assert len(trained) == 1 and model.version == 2 and model.n_train == 600
     assert config["pair_model"] == model.to_json()
@@ -428,6 +441,8 @@ CRASH = textwrap.dedent(
     import er.pipeline.lane as lane
     where = sys.argv[2]
     dies_at = 3  # the write of the step of batches 2 and 3, stamped 3
+    if where in ("rows", "checkpoint"):  # the step of batches 2-3 checkpoints, at any cost
+        lane.CHECKPOINT_WORK = 0.0
     if where == "spaced":  # checkpoints after batch 1 only: batch 2 is replayed
         lane.CHECKPOINT_WORK = 1e9
         lane.GROUP_MAX_MENTIONS = 200  # every batch alone
