@@ -285,7 +285,7 @@ class PairModel:
         CONTRADICTING_KINDS weighing CONTRADICTION_BITS or more against it), NaN for
         every other pair."""
         w, levels = self.weights(table, left, right)
-        p = 1.0 / (1.0 + np.exp2(-self._total(w, levels, population)))
+        p = _probability(self._total(w, levels, population))
         named = [f for f, fw in enumerate(self.fields) if fw.kind in CONTRADICTING_KINDS]
         held = w[:, named].min(axis=1, initial=0.0) <= -CONTRADICTION_BITS
         return np.where(held, p, np.nan)
@@ -298,7 +298,7 @@ class PairModel:
         population: int | None = None,
     ) -> NDArray[np.float64]:
         """(p,) match probability of each pair (in a collection of ``population``)."""
-        return 1.0 / (1.0 + np.exp2(-self.match_weight(table, left, right, population)))
+        return _probability(self.match_weight(table, left, right, population))
 
     def explain(
         self, table: FieldTable, a: int, b: int, population: int | None = None
@@ -308,6 +308,7 @@ class PairModel:
         (``fields``), the prior's and the dependence correction's bits, the total
         ``match_weight`` and the ``probability`` (in a collection of ``population``)."""
         w, lv = self.weights(table, np.array([a]), np.array([b]))
+        total = float(self._total(w, lv, population)[0])
         va, vb = table.values(a), table.values(b)
         fields = [
             {
@@ -321,15 +322,12 @@ class PairModel:
             }
             for f, fw in enumerate(self.fields)
         ]
-        prior = _logit2(self.prior_at(population))
-        dependence = float(dependence_bits(self.dependence, lv)[0])
-        total = prior + float(w[0].sum()) + dependence
         return {
             "fields": fields,
-            "prior_weight": prior,
-            "dependence_weight": dependence,
+            "prior_weight": _logit2(self.prior_at(population)),
+            "dependence_weight": float(dependence_bits(self.dependence, lv)[0]),
             "match_weight": total,
-            "probability": float(1.0 / (1.0 + np.exp2(-total))),
+            "probability": float(_probability(np.array([total]))[0]),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -391,6 +389,11 @@ def _view_json(f: FieldWeights) -> dict[str, Any]:
     if f.source is None:
         return {}
     return {"source": f.source, "df": dict(sorted(f.df.items())), "df_floor": f.df_floor}
+
+
+def _probability(weight: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(p,) match probabilities 2^W / (1 + 2^W) of match weights W (p,) in bits."""
+    return np.asarray(1.0 / (1.0 + np.exp2(-weight)), np.float64)
 
 
 def _logit2(p: float) -> float:

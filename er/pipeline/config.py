@@ -218,7 +218,7 @@ DEFAULT_FREE_TEXT_CUT = 0.45
 # inside each component of the list edges at the entity cut (MBSCC
 # ``complete_within``; such components hold an entity and its near misses, small on
 # people, at most AGAINST_COMPLETE mentions scored in full) and adds the pairs that
-# contradict a match (er.match.CONTRADICTION_BITS) to the pairs the mean runs over
+# contradict a match (er.match._model.CONTRADICTION_BITS) to the pairs the mean runs over
 # (``complete_against``); a pair merely short of evidence (a sparse record's) is left
 # out as before. Chosen on PatentsView's inventors (its one use), the other sets held
 # out (bench/RESULTS.md, "Entity resolution quality on held-out sets (issue #53)").

@@ -23,22 +23,11 @@ from hypothesis import strategies as st
 
 from er._state_io import decode, encode
 from er.cluster import MBSCC, _components
-from er.cluster._hierarchy import Hierarchy
 from er.cluster._knn_lists import _KnnLists
 from er.delta import ClusteringDelta
+from tests.unit.cluster.test_mbscc_components import _structure
 
 Batches = list[tuple[np.ndarray, Any, Any]]  # (X rows, neighbors or None, pair_scores)
-
-
-def _structure(h: Hierarchy) -> dict[frozenset[int], tuple[float | None, int, int]]:
-    """Point set -> (score, first level, last level) of every node."""
-    M = h.leaf_membership()
-    out = {}
-    for v in range(h.n_nodes):
-        points = frozenset(M.indices[M.indptr[v] : M.indptr[v + 1]].tolist())
-        score = None if np.isnan(h.score[v]) else round(float(h.score[v]), 9)
-        out[points] = (score, int(h.level_lo[v]), int(h.level_hi[v]))
-    return out
 
 
 def _all_u0(
