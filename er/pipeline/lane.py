@@ -64,10 +64,13 @@ class _Queued:
     status: str
     n: int  # accepted mentions
     group_end: int | None
+    # the seqs it had before `er retry` queued it again under a new one
+    earlier: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, batch: Batch) -> _Queued:
-        return cls(batch.id, batch.seq, batch.status, batch.n_accepted, batch.group_end)
+        earlier = tuple(int(r["seq"]) for r in batch.retries or () if r["seq"] != batch.seq)
+        return cls(batch.id, batch.seq, batch.status, batch.n_accepted, batch.group_end, earlier)
 
 
 def plan_groups(queued: Sequence[_Queued], *, first_alone: bool) -> list[list[_Queued]]:
@@ -78,7 +81,8 @@ def plan_groups(queued: Sequence[_Queued], *, first_alone: bool) -> list[list[_Q
     pending batch joins the step before it if that step is of new pending batches
     and their mentions with its own stay within GROUP_MAX_MENTIONS. A batch with no
     mentions (a new entity cut), one ``running`` unrecorded (stepped by a release that
-    recorded no groups) and, with ``first_alone``, the first one (the collection's
+    recorded no groups), one queued again under a new seq (its state may be in the
+    checkpoint already) and, with ``first_alone``, the first one (the collection's
     first batch trains the pair model) go alone.
 
     Returns
@@ -100,7 +104,7 @@ def _joins(group: list[_Queued], batch: _Queued, first: bool) -> bool:
     head = group[0]
     if head.group_end is not None or batch.group_end is not None:
         return batch.group_end == head.group_end  # recorded: as stepped before
-    if first or batch.n == 0 or head.n == 0:
+    if first or batch.n == 0 or head.n == 0 or batch.earlier or head.earlier:
         return False
     if batch.status != "pending" or head.status != "pending":
         return False

@@ -171,6 +171,9 @@ class _BatchJob:
     # every batch of the step as (id, seq), the last one (batch_id, seq); empty: alone
     members: tuple[tuple[int, int], ...] = ()
     sizes: list[int] | None = None  # each member's mentions, once read
+    # seqs the batch had before `er retry` moved it; the one the state holds it under
+    earlier: tuple[int, ...] = ()
+    held: int | None = None
     worker: int | None = None  # the worker process stepping it (None: in process)
 
     @classmethod
@@ -189,6 +192,7 @@ class _BatchJob:
         job = cls(engine, graph, collection, coll_id, config, last.id, last.seq, worker=worker)
         job.members = tuple((b.id, b.seq) for b in group)
         job.replay = all(b.status == "done" for b in group)
+        job.earlier = last.earlier if len(group) == 1 else ()
         return job
 
     @property
@@ -213,10 +217,12 @@ class _BatchJob:
 
     def begin(self, state: _State) -> tuple[list[tuple[str, Any]], bool]:
         """The step's ``(external id, payload)`` rows, batch after batch, and whether
-        ``state`` lacks them (else a crash came after its checkpoint, before "done");
+        ``state`` lacks them (else a crash or a failure came after its checkpoint,
+        before "done": under this seq, or under one it had before `er retry` moved it);
         marks the batches running, on this worker, and records their group before any
         of it is written."""
-        fresh = self.seq > state.seq
+        self.held = next((seq for seq in self.earlier if seq in state.ranges), None)
+        fresh = self.seq > state.seq and self.held is None
         with Session(self.engine) as session, session.begin():
             # one query per batch: an IN list of seqs made SQLite's planner scan the
             # collection's mentions (0.2 s a step at 300k) instead of the batch_seq index
@@ -245,8 +251,9 @@ class _BatchJob:
         """
         nodes = self.nodes
         if nodes is None:  # not stepped here: the checkpoint holds the step
-            first = state.ranges.get(self.batches[0][1], (0, 0))[0]
-            stop = state.ranges.get(self.seq, (0, 0))[1]
+            held = self.held
+            first = state.ranges.get(self.batches[0][1] if held is None else held, (0, 0))[0]
+            stop = state.ranges.get(self.seq if held is None else held, (0, 0))[1]
             nodes = _point_nodes(state.core, stop)[first:stop].tolist()
         exts = [ext for ext, _ in rows]
         sizes = self.sizes if self.sizes is not None else [len(rows)]

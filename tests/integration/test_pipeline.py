@@ -432,6 +432,43 @@ def test_a_write_that_fails_for_good_fails_its_batch_and_the_next_steps_again(
     assert ours == theirs
 
 
+def test_a_batch_that_fails_after_its_checkpoint_is_retried_without_a_second_step(
+    settings_env, febrl, tmp_path, monkeypatch
+) -> None:
+    """Batch 2's step is checkpointed, then marking it done fails (a bug, not a lost
+    connection): it is failed; batch 3 is resolved after it, so `er retry` queues it
+    again as batch 4. The checkpoint already holds its points (under seq 2): batch 4
+    must take them, not add the same mentions again. Oracle: a twin collection whose
+    three batches were each resolved once, in the same order."""
+    from er.pipeline import lane, run_cluster, run_retry
+    from er.pipeline.writer import _BatchJob
+
+    settings = _settings(settings_env, data_dir=tmp_path)
+    monkeypatch.setattr(lane, "CHECKPOINT_WORK", 0.0)  # every step checkpointed
+    reference, name = _name(), _name()
+    _ingest(settings, reference, febrl[:600], batch=200)
+    finish = _BatchJob.finish
+
+    def fails_for_batch_2(self: Any, *args: Any) -> Any:
+        if self.seq == 2 and self.nodes is not None:
+            raise RuntimeError("marking batch 2 done failed (injected)")
+        return finish(self, *args)
+
+    monkeypatch.setattr(_BatchJob, "finish", fails_for_batch_2)
+    _ingest(settings, name, febrl[:400], batch=200)
+    monkeypatch.setattr(_BatchJob, "finish", finish)
+    _ingest(settings, name, febrl[400:600], batch=200)
+    plan = run_retry(settings, name)
+    assert [(b["batch_seq"], b["now"]) for b in plan["batches"]] == [(2, 4)]
+    assert [(r["batch_seq"], r["n_points"]) for r in run_cluster(settings, name)] == [(4, 200)]
+    ours, theirs = _snapshot(settings, name), _snapshot(settings, reference)
+    assert [b[:2] for b in ours["batches"]] == [(1, "done"), (3, "done"), (4, "done")]
+    assert ours["stats"] == theirs["stats"]  # no mention node twice
+    nodes = [m[1] for m in ours["mentions"]]
+    assert len(set(nodes)) == 600 and [m[1] for m in theirs["mentions"]] == nodes
+    assert ours["entities"][4] == theirs["entities"][3]
+
+
 CRASH = textwrap.dedent(
     """
     import os, signal, sys
