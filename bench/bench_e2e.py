@@ -37,7 +37,7 @@ hold alike: the stream's cost at 100k and at 1M is then measured on like batches
 dimension and those n-gram sizes), passed to ``er ingest --config``, to measure a
 featurizer choice end to end. ``--peer PATH`` runs the worker and ingest on the er
 of another checkout (``git worktree add``), measured by this script, for a peer in the
-same session.
+same session. ``--people real-sparse`` runs the second generator (#56 must-show 1).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from er.pipeline import recent_work, writer_seconds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pg import fresh_database
-from people import synthetic_people
+from people_real import PEOPLE, people_records
 
 
 def _er(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -317,7 +317,14 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1_000)
     ap.add_argument("--at", type=int, nargs="+", default=[10_000])
     ap.add_argument("--width", type=int, default=5, help="batches summarised around each point")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=None, help="default: the generator's own")
+    ap.add_argument(
+        "--people",
+        choices=PEOPLE,
+        default="people",
+        help="people: bench/people.py; real-LEVEL: bench/people_real.py at that level "
+        "(real-sparse: a third of the records two or three fields)",
+    )
     ap.add_argument("--dim", type=int, default=None, help="featurizer dimension (default: er's)")
     ap.add_argument(
         "--ngrams", type=int, nargs="+", default=None, help="n-gram sizes (default: er's)"
@@ -350,7 +357,7 @@ def main() -> None:
         "this bench measures",
     )
     args = ap.parse_args()
-    records = synthetic_people(args.n, seed=args.seed, window=args.window)
+    records = people_records(args.people, args.n, seed=args.seed, window=args.window)
     joining = _joining(records)
     config = _featurizer_option(records[: args.batch], args.dim, args.ngrams)
     # Redis database 0: the tests take 1-15 at random, and a test worker on the same
@@ -429,6 +436,7 @@ def main() -> None:
             redis.Redis(host="127.0.0.1", port=6379, db=db).flushdb()
     out = {
         "n": args.n,
+        "people": args.people,
         "batch": args.batch,
         **({"window": args.window} if args.window else {}),
         **({"featurizer": {"dim": args.dim, "ngrams": args.ngrams}} if config else {}),

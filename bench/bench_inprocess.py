@@ -1,9 +1,9 @@
 """The embedded default end to end (issue #30): `er ingest FILE` with no broker.
 
-Synthetic person records (``bench/people.py``) as one JSONL file, resolved by one
-``er ingest`` process on the embedded defaults (the SQLite file and the embedded
-FalkorDB in its data dir; ``--database postgres``: a fresh database on the machine's
-PostgreSQL server instead): wall time,
+Synthetic person records (``bench/people.py``, or ``--people real-LEVEL``) as one
+JSONL file, resolved by one ``er ingest`` process on the embedded defaults (the SQLite
+file and the embedded FalkorDB in its data dir; ``--database postgres``: a fresh
+database on the machine's PostgreSQL server instead): wall time,
 mentions/s, peak resident memory of the command and of its graph database (sampled
 every 2 s), the writer's seconds per batch around each ``--at`` point, and the F1 of
 the exported entities against the generator's gold ids.
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pg import fresh_database
 from bench_e2e import PeakRss, _batches, _quality, _summary
 from bench_eval import timed_eval
-from people import synthetic_people
+from people_real import PEOPLE, people_records
 
 
 def main() -> None:
@@ -37,7 +37,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1_000)
     ap.add_argument("--at", type=int, nargs="+", default=[10_000])
     ap.add_argument("--width", type=int, default=9, help="batches summarised around each point")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=None, help="default: the generator's own")
+    ap.add_argument(
+        "--people",
+        choices=PEOPLE,
+        default="people",
+        help="people: bench/people.py; real-LEVEL: bench/people_real.py at that level",
+    )
     ap.add_argument(
         "--database",
         choices=("sqlite", "postgres"),
@@ -48,7 +54,7 @@ def main() -> None:
         "--eval", action="store_true", help="then `er eval` in its own process (issue #31)"
     )
     args = ap.parse_args()
-    records = synthetic_people(args.n, seed=args.seed)
+    records = people_records(args.people, args.n, seed=args.seed)
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         data = Path(tmp) / "data"
@@ -81,6 +87,7 @@ def main() -> None:
         json.dumps(
             {
                 "n": args.n,
+                "people": args.people,
                 "batch": args.batch,
                 "database": args.database,
                 "wall_s": round(wall, 1),

@@ -170,14 +170,40 @@ def tfidf_hac_tree(records: list[dict[str, str]]) -> Callable[[float], list[str]
     G.data[G.data < 0.2] = 0.0  # components of the graph at a loose similarity
     G.eliminate_zeros()
     _, comp = connected_components(G, directed=False)
-    forests = average_forests(comp, lambda rows: (X[rows] @ X[rows].T).toarray())
+    forests = average_forests(comp, lambda rows: (X[rows] @ X[rows].T).toarray(), X)
     return forest_cut(forests, len(records))
 
 
-def average_forests(comp: np.ndarray, similarity: Callable[[np.ndarray], np.ndarray]) -> list[Any]:
+# Past this many rows a component's distances are built a block of rows at a time in
+# float32 (35,000 strings in one component: a dense float64 product and its copies
+# took more than the machine's 24 GiB); below it, as before.
+LEAN_ROWS = 20_000
+
+
+def _lean_distances(X: Any, rows: np.ndarray) -> np.ndarray:
+    """Condensed cosine distances (float64, as ``linkage`` takes them) of the rows of
+    the sparse matrix ``X``, computed 2,000 rows at a time."""
+    n = rows.size
+    out = np.empty(n * (n - 1) // 2, np.float64)
+    Xr = X[rows].astype(np.float32)
+    start = 0
+    for lo in range(0, n, 2_000):
+        block = (Xr[lo : lo + 2_000] @ Xr.T).toarray()
+        for i in range(block.shape[0]):
+            r = lo + i
+            tail = 1.0 - block[i, r + 1 :]
+            out[start : start + tail.size] = np.clip(tail, 0, 2)
+            start += tail.size
+    return out
+
+
+def average_forests(
+    comp: np.ndarray, similarity: Callable[[np.ndarray], np.ndarray], X: Any = None
+) -> list[Any]:
     """Average-linkage HAC inside each component (``comp``: (n,) component of each
     row): (rows, linkage matrix or None for a single row) per component, from
-    ``similarity(rows)``, the (r, r) similarities of the component's rows."""
+    ``similarity(rows)``, the (r, r) similarities of the component's rows (or, past
+    :data:`LEAN_ROWS` rows and given ``X``, the sparse unit rows, their cosines)."""
     from scipy.cluster.hierarchy import linkage
     from scipy.spatial.distance import squareform
 
@@ -186,6 +212,9 @@ def average_forests(comp: np.ndarray, similarity: Callable[[np.ndarray], np.ndar
         rows = np.flatnonzero(comp == c)
         if rows.size == 1:
             forests.append((rows, None))
+            continue
+        if X is not None and rows.size > LEAN_ROWS:
+            forests.append((rows, linkage(_lean_distances(X, rows), "average")))
             continue
         D = np.clip(1.0 - similarity(rows), 0, 2)
         np.fill_diagonal(D, 0)

@@ -59,6 +59,7 @@ from scipy import sparse
 from scipy.sparse import csgraph
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from people_real import PEOPLE, people_records
 
 from er.cluster import MBSCC, _components
 from er.cluster._graph import knn_lists_graph
@@ -515,18 +516,6 @@ def _fields(
     }
 
 
-def _records(people: str, n: int, seed: int | None) -> list[dict[str, str]]:
-    if people == "people":
-        from people import synthetic_people
-
-        return synthetic_people(n, seed=seed or 0)
-    from people_real import TEST_SEED, real_people
-
-    return real_people(
-        n, level=people.removeprefix("real-"), seed=TEST_SEED if seed is None else seed
-    )
-
-
 def _commit() -> str | None:
     """The commit of the er this run imported, when it is a git checkout."""
     import subprocess
@@ -563,7 +552,7 @@ def summary(raw: dict[str, Any], sizes: list[int], width: int = 5) -> list[dict[
     from er.pipeline import writer_seconds
 
     seed = raw.get("seed")
-    joining = _joining(_records(raw["people"], raw["n"], seed))
+    joining = _joining(people_records(raw["people"], raw["n"], seed=seed))
     steps = [s for s in raw["steps"] if s.get("batch_timings")]
     # the other marking's count: U(0)'s since the marking was built, before it the remedy's
     other = "rederived_if_all_u0" if steps and "rederived_if_all_u0" in steps[0] else None
@@ -608,7 +597,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--people",
-        choices=("real-medium", "real-hard", "real-sparse", "real-common", "people"),
+        choices=PEOPLE,
         default="real-medium",
         help="real-LEVEL: bench/people_real.py at that level; people: bench/people.py",
     )
@@ -640,7 +629,7 @@ def main() -> None:
             for row in summary(run, args.snap):
                 print(json.dumps({"people": run["people"], "er": run.get("er"), **row}))
         return
-    records = _records(args.people, args.n, args.seed)
+    records = people_records(args.people, args.n, seed=args.seed)
     entity_of = {r["rec_id"]: r["entity"] for r in records}
     codes: dict[str, int] = {}
     gold: list[int] = []  # gold person of each point, in the writer's order

@@ -25,7 +25,10 @@
   organisations, free text past ``er.pipeline.config.FREE_TEXT_COMPLETE`` in one
   component; ``orgs-places-20k[@tuning]``: 20,000 strings of 240 cities', one
   organisation of them holding 1,710 at the tuning seed (more than a component's
-  budget of pairs reaches: MBSCC ``complete_at``).
+  budget of pairs reaches: MBSCC ``complete_at``); ``orgs-places-{8k,35k}``: 8,000
+  and 35,000 strings of 96 and 420 cities' (one string column at two sizes, #53);
+- ``people-text-{8k,35k}[@tuning]``: ``people_real.py``'s medium records as one string
+  (name, date of birth and address joined): a held-out one-column set (#53).
 
 Every record is a dict of strings with ``rec_id``; the gold entity is kept apart.
 """
@@ -59,6 +62,10 @@ NAMES = [
     "orgs-places",
     "orgs-places-10k",
     "orgs-places-20k",
+    "orgs-places-8k",
+    "orgs-places-35k",
+    "people-text-8k",
+    "people-text-35k",
     "leipzig",
     "rldata10000",
     "pseudopeople",
@@ -66,6 +73,14 @@ NAMES = [
     "febrl3-sparse",
     "inventors",
 ]
+# strings and cities of the larger organisation sets (12 cities per 1,000 strings)
+ORGS_SIZES = {
+    "orgs-places-8k": (8_000, 96),
+    "orgs-places-10k": (10_000, 120),
+    "orgs-places-20k": (20_000, 240),
+    "orgs-places-35k": (35_000, 420),
+}
+TEXT_FIELDS = ("given_name", "surname", "dob", "address", "suburb", "postcode", "state")
 SEEDED = ("people", "orgs")  # families with a tuning seed: thresholds are chosen on it
 
 
@@ -80,11 +95,16 @@ def load(name: str) -> Dataset:
     if base == "orgs-places":
         seed = orgs.TUNING_SEED if tag == "tuning" else orgs.TEST_SEED
         return _split_gold(orgs.org_places(seed=seed), "entity", family="orgs", seed=seed)
-    if base in ("orgs-places-10k", "orgs-places-20k"):
+    if base in ORGS_SIZES:
         seed = orgs.TUNING_SEED if tag == "tuning" else orgs.TEST_SEED
-        n, cities = (10_000, 120) if base == "orgs-places-10k" else (20_000, 240)
+        n, cities = ORGS_SIZES[base]
         rows = orgs.org_places(n, seed, cities=cities)
         return _split_gold(rows, "entity", family="orgs", seed=seed)
+    if base in ("people-text-8k", "people-text-35k"):
+        seed = TUNING_SEED if tag == "tuning" else TEST_SEED
+        n = 8_000 if base == "people-text-8k" else 35_000
+        rows = [_one_string(r) for r in real_people(n, level="medium", seed=seed)]
+        return _split_gold(rows, "entity", family="people", seed=seed)
     if base.startswith("febrl"):
         return _febrl(base)
     if base == "patstat":
@@ -117,6 +137,12 @@ def load(name: str) -> Dataset:
 
         return _split_gold(pseudopeople_records(), "simulant_id", family="pseudopeople")
     raise KeyError(f"no data set {name!r}; known: {', '.join(NAMES)}")
+
+
+def _one_string(r: dict[str, str]) -> dict[str, str]:
+    """A person record as one ``text`` field: its non-empty :data:`TEXT_FIELDS`."""
+    text = " ".join(r[f] for f in TEXT_FIELDS if r.get(f))
+    return {"rec_id": r["rec_id"], "entity": r["entity"], "text": text}
 
 
 def _split_gold(

@@ -357,6 +357,26 @@ def real_people(
     return [out[i] for i in rng.permutation(len(out))]
 
 
+PEOPLE = ("people", "real-medium", "real-hard", "real-sparse", "real-common")
+
+
+def people_records(
+    people: str, n: int, *, seed: int | None = None, window: int | None = None
+) -> list[dict[str, str]]:
+    """``n`` records of a benchmark's ``--people`` choice: ``people`` is
+    ``bench/people.py`` (the 1M runs' generator; ``window`` sends it as a steady
+    stream), ``real-LEVEL`` this generator at that level (shuffled; no window).
+    ``seed`` None: each generator's own default (its test seed here)."""
+    if people == "people":
+        from people import synthetic_people
+
+        return synthetic_people(n, seed=seed or 0, window=window)
+    if window is not None:
+        raise SystemExit("--window is bench/people.py's; real-LEVEL records come shuffled")
+    level = people.removeprefix("real-")
+    return real_people(n, level=level, seed=TEST_SEED if seed is None else seed)
+
+
 def _records_of(
     rng: np.random.Generator,
     values: dict[str, Any],
