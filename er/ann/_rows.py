@@ -6,7 +6,7 @@ Stored as float32 at 1,024 dimensions they were 4 GiB at a million records, the
 largest part of the writer's memory. Each row ``x`` is stored instead as
 ``round(x / s)`` in int8 with ``s = max|x| / 127`` (float32, one per row): a quarter
 of the memory, and the gathered rows convert to float32 as fast as float32 rows are
-gathered (bench/RESULTS.md, "End to end through Redis").
+gathered (bench/RESULTS.md, "End to end").
 
 The error is bounded: each stored component is off by at most ``s / 2``, so a
 similarity ``q . x`` with a unit query ``q`` is off by at most ``s / 2 * ||q||_1``
