@@ -72,6 +72,7 @@ from er.stores.sql import (
     batches_after,
     find_collection,
     finish_batch,
+    return_batch,
     set_mention_nodes,
     writer_lock,
 )
@@ -264,19 +265,25 @@ class _BatchJob:
                 set_mention_nodes(session, self.coll_id, dict(zip(exts, nodes, strict=True)))
             if self.model is not None:
                 _store_model(session, self.coll_id, self.model)
+            if self.held is not None:  # held under its seq before `er retry`: back to it
+                return_batch(session, self.coll_id, self.batch_id, self.seq, self.held)
             share = {key: round(value / len(sizes), 6) for key, value in timings.items()}
-            for (batch_id, seq), size in zip(self.batches, sizes, strict=True):
+            for (batch_id, seq), size in zip(self._finished(), sizes, strict=True):
                 notes = self.notes if seq == self.seq else None
                 finish_batch(session, batch_id, "done", share, None, notes)
                 reports.append({"batch_seq": seq, "n_points": size, "timings": share})
         logger.info(
             "batches %s of %s: %d points, %s",
-            [seq for _, seq in self.batches],
+            [seq for _, seq in self._finished()],
             self.collection,
             len(nodes),
             timings,
         )
         return reports
+
+    def _finished(self) -> tuple[tuple[int, int], ...]:
+        """``(batch id, seq)`` of the step's batches as :meth:`finish` leaves them."""
+        return self.batches if self.held is None else ((self.batch_id, self.held),)
 
     def search(
         self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]

@@ -167,6 +167,29 @@ def batches_after(session: Session, collection_id: int, seq: int) -> list[Batch]
     return list(session.scalars(query))
 
 
+def return_batch(
+    session: Session, collection_id: int, batch_id: int, now: int, before: int
+) -> None:
+    """Give a batch that `er retry` queued again under seq ``now`` back its seq
+    ``before``, its mentions with it, and the group it was stepped in (caller's
+    transaction). For a batch whose step the writer's checkpoint holds already under
+    ``before`` (it failed after its checkpoint): its rows, the graph's stamps and a
+    replay's order then agree again. ``before`` is free: nothing else takes a seq
+    below the last."""
+    retries = session.scalar(select(Batch.retries).where(Batch.id == batch_id)) or []
+    entry: dict[str, Any] = next((r for r in reversed(retries) if r.get("seq") == before), {})
+    session.execute(
+        update(Batch)
+        .where(Batch.id == batch_id)
+        .values(seq=before, group_end=entry.get("group_end", before))
+    )
+    session.execute(
+        update(Mention)
+        .where(Mention.collection_id == collection_id, Mention.batch_seq == now)
+        .values(batch_seq=before)
+    )
+
+
 def batch_mentions(session: Session, collection_id: int, seq: int) -> list[tuple[str, Any]]:
     """``(external_id, payload)`` of the mentions a batch brought, in arrival order."""
     rows: Iterable[tuple[str, Any]] = session.execute(
@@ -326,7 +349,13 @@ def retry_batches(
         history = list(batch.retries or [])
         failed_at = batch.finished_at.isoformat() if batch.finished_at else None
         history.append(
-            {"seq": old, "error": batch.error, "failed_at": failed_at, "retried_at": now}
+            {
+                "seq": old,
+                "group_end": batch.group_end,  # restored should the step be held already
+                "error": batch.error,
+                "failed_at": failed_at,
+                "retried_at": now,
+            }
         )
         if batch in moved:
             top += 1
