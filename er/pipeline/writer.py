@@ -252,9 +252,9 @@ class _BatchJob:
         """
         nodes = self.nodes
         if nodes is None:  # not stepped here: the checkpoint holds the step
-            held = self.held
-            first = state.ranges.get(self.batches[0][1] if held is None else held, (0, 0))[0]
-            stop = state.ranges.get(self.seq if held is None else held, (0, 0))[1]
+            seqs = [seq for _, seq in self._finished()]
+            first = state.ranges.get(seqs[0], (0, 0))[0]
+            stop = state.ranges.get(seqs[-1], (0, 0))[1]
             nodes = _point_nodes(state.core, stop)[first:stop].tolist()
         exts = [ext for ext, _ in rows]
         sizes = self.sizes if self.sizes is not None else [len(rows)]

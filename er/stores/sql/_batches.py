@@ -183,10 +183,15 @@ def return_batch(
         .where(Batch.id == batch_id)
         .values(seq=before, group_end=entry.get("group_end", before))
     )
+    _move_mentions(session, collection_id, now, before)
+
+
+def _move_mentions(session: Session, collection_id: int, old: int, new: int) -> None:
+    """The mentions of the collection's batch ``old`` become batch ``new``'s."""
     session.execute(
         update(Mention)
-        .where(Mention.collection_id == collection_id, Mention.batch_seq == now)
-        .values(batch_seq=before)
+        .where(Mention.collection_id == collection_id, Mention.batch_seq == old)
+        .values(batch_seq=new)
     )
 
 
@@ -361,11 +366,7 @@ def retry_batches(
             top += 1
             batch.seq, batch.group_end = top, None  # a new step: no grouping to replay
             session.flush()  # the new seq is free: unique (collection_id, seq) holds
-            session.execute(
-                update(Mention)
-                .where(Mention.collection_id == collection_id, Mention.batch_seq == old)
-                .values(batch_seq=top)
-            )
+            _move_mentions(session, collection_id, old, top)
         batch.status, batch.retries, batch.error = "pending", history, None
         batch.started_at = batch.finished_at = None
         batch.worker_id = None
