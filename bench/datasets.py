@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 import orgs
-from people_real import TEST_SEED, TUNING_SEED, real_people
+from people_real import TEST_SEED, TUNING_SEED, one_string, real_people
 
 Dataset = tuple[list[dict[str, str]], list[str], dict[str, Any]]
 
@@ -80,7 +80,6 @@ ORGS_SIZES = {
     "orgs-places-20k": (20_000, 240),
     "orgs-places-35k": (35_000, 420),
 }
-TEXT_FIELDS = ("given_name", "surname", "dob", "address", "suburb", "postcode", "state")
 SEEDED = ("people", "orgs")  # families with a tuning seed: thresholds are chosen on it
 
 
@@ -103,7 +102,7 @@ def load(name: str) -> Dataset:
     if base in ("people-text-8k", "people-text-35k"):
         seed = TUNING_SEED if tag == "tuning" else TEST_SEED
         n = 8_000 if base == "people-text-8k" else 35_000
-        rows = [_one_string(r) for r in real_people(n, level="medium", seed=seed)]
+        rows = [one_string(r) for r in real_people(n, level="medium", seed=seed)]
         return _split_gold(rows, "entity", family="people", seed=seed)
     if base.startswith("febrl"):
         return _febrl(base)
@@ -137,12 +136,6 @@ def load(name: str) -> Dataset:
 
         return _split_gold(pseudopeople_records(), "simulant_id", family="pseudopeople")
     raise KeyError(f"no data set {name!r}; known: {', '.join(NAMES)}")
-
-
-def _one_string(r: dict[str, str]) -> dict[str, str]:
-    """A person record as one ``text`` field: its non-empty :data:`TEXT_FIELDS`."""
-    text = " ".join(r[f] for f in TEXT_FIELDS if r.get(f))
-    return {"rec_id": r["rec_id"], "entity": r["entity"], "text": text}
 
 
 def _split_gold(

@@ -357,7 +357,19 @@ def real_people(
     return [out[i] for i in rng.permutation(len(out))]
 
 
-PEOPLE = ("people", "real-medium", "real-hard", "real-sparse", "real-common")
+PEOPLE = (
+    "people",
+    "real-medium",
+    "real-hard",
+    "real-sparse",
+    "real-common",
+    "people-text",
+    "orgs-text",
+)
+# One string column (#56 must-show 2): organisations sharing places (bench/orgs.py, a
+# city per ORG_STRINGS_PER_CITY strings, as the quality sets orgs-places-*) and the
+# medium people as one string (as the quality sets people-text-*).
+ORG_STRINGS_PER_CITY = 83
 
 
 def people_records(
@@ -365,7 +377,9 @@ def people_records(
 ) -> list[dict[str, str]]:
     """``n`` records of a benchmark's ``--people`` choice: ``people`` is
     ``bench/people.py`` (the 1M runs' generator; ``window`` sends it as a steady
-    stream), ``real-LEVEL`` this generator at that level (shuffled; no window).
+    stream), ``real-LEVEL`` this generator at that level (shuffled; no window);
+    ``people-text`` the medium level as one ``text`` string, ``orgs-text``
+    ``bench/orgs.py``'s affiliation strings (one column each, free text).
     ``seed`` None: each generator's own default (its test seed here)."""
     if people == "people":
         from people import synthetic_people
@@ -373,8 +387,28 @@ def people_records(
         return synthetic_people(n, seed=seed or 0, window=window)
     if window is not None:
         raise SystemExit("--window is bench/people.py's; real-LEVEL records come shuffled")
+    seed = TEST_SEED if seed is None else seed
+    if people == "orgs-text":
+        from orgs import TEST_SEED as ORGS_TEST
+        from orgs import org_places
+
+        cities = max(1, round(n / ORG_STRINGS_PER_CITY))
+        return org_places(n, seed=ORGS_TEST if seed == TEST_SEED else seed, cities=cities)
+    if people == "people-text":
+        rows = real_people(n, level="medium", seed=seed)
+        return [one_string(r) for r in rows]
     level = people.removeprefix("real-")
-    return real_people(n, level=level, seed=TEST_SEED if seed is None else seed)
+    return real_people(n, level=level, seed=seed)
+
+
+# The fields a person record joins into one string (bench/datasets.py's people-text-*).
+TEXT_FIELDS = ("given_name", "surname", "dob", "address", "suburb", "postcode", "state")
+
+
+def one_string(r: dict[str, str]) -> dict[str, str]:
+    """A person record as one ``text`` field: its non-empty :data:`TEXT_FIELDS`."""
+    text = " ".join(r[f] for f in TEXT_FIELDS if r.get(f))
+    return {"rec_id": r["rec_id"], "entity": r["entity"], "text": text}
 
 
 def _records_of(

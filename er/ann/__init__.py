@@ -11,7 +11,7 @@ of :class:`Int8Rows`.
 
 from er.ann._annoy_index import annoy_knn_graph
 from er.ann._index import BACKENDS, NeighborIndex, VectorIndex, load_index, make_index
-from er.ann._keys import KeyIndex, n_keys, record_keys
+from er.ann._keys import KeyIndex, n_keys, n_text_keys, record_keys, text_keys
 from er.ann._knn import batch_neighbors, index_knn_graph, neighbors_before_add
 from er.ann._rows import Int8Rows
 
@@ -27,6 +27,8 @@ __all__ = [
     "load_index",
     "make_index",
     "n_keys",
+    "n_text_keys",
     "neighbors_before_add",
     "record_keys",
+    "text_keys",
 ]

@@ -35,6 +35,7 @@ are rebuilt from it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,7 +47,17 @@ from numpy.typing import NDArray
 
 from er.cluster._graph import _slot_in_row
 
-__all__ = ["KEY_BUDGET", "KEY_CANDIDATES", "KeyIndex", "n_keys", "record_keys"]
+__all__ = [
+    "KEY_BUDGET",
+    "KEY_CANDIDATES",
+    "TEXT_KEY_BUDGET",
+    "TEXT_KEY_CANDIDATES",
+    "KeyIndex",
+    "n_keys",
+    "n_text_keys",
+    "record_keys",
+    "text_keys",
+]
 
 KEY_BUDGET = 128  # key holders read per record, rarest keys first
 KEY_CANDIDATES = 100  # candidates per record, by keys shared, re-scored by the caller
@@ -130,6 +141,65 @@ def record_keys(rows: Sequence[Sequence[str | None]], kinds: Sequence[str]) -> N
     dup[:, 1:] = out[:, 1:] == out[:, :-1]
     out[dup] = 0
     return out
+
+
+# Free text (issue #56): a string's words and its pairs of adjacent words are its keys,
+# the first TEXT_WORDS distinct of each, beside the whole value. One string holds no
+# second field to agree on when a typo breaks the first, but it holds many words, most
+# of them common ("department", "of"): a record reads more holders and keeps more
+# candidates than a typed one. On 20,000 organisation strings these keys reach as many
+# pairs of one organisation as the exact 100 nearest (0.250 of them against 0.246), on
+# 20,000 people as one string 0.981 against 0.989 (bench/RESULTS.md, "Candidates for
+# free text").
+TEXT_WORDS = 16
+TEXT_KEY_BUDGET = 1_000
+TEXT_KEY_CANDIDATES = 300
+TEXT_KINDS = frozenset({"text"})
+
+
+def n_text_keys(kinds: Sequence[str]) -> int:
+    """Width of :func:`text_keys`' rows for fields of these types."""
+    return sum(1 + 2 * TEXT_WORDS for k in kinds if k in TEXT_KINDS)
+
+
+def text_keys(rows: Sequence[Sequence[str | None]], kinds: Sequence[str]) -> NDArray[np.int64]:
+    """The blocking keys of free text: per ``text`` field its whole value, its first
+    ``TEXT_WORDS`` distinct words and first ``TEXT_WORDS`` distinct pairs of adjacent
+    words; other fields give none.
+
+    Parameters
+    ----------
+    rows : sequence of sequence of (str or None), shape (b, n_fields)
+        Normalised values in field order.
+    kinds : sequence of str, shape (n_fields,)
+
+    Returns
+    -------
+    ndarray of int64, shape (b, n_text_keys(kinds))
+        Each row's distinct keys (never 0), sorted, 0 in its other slots.
+    """
+    fields = [j for j, kind in enumerate(kinds) if kind in TEXT_KINDS]
+    width = 1 + 2 * TEXT_WORDS
+    out = np.zeros((len(rows), width * len(fields)), np.uint64)
+    for r, row in enumerate(rows):
+        for f, j in enumerate(fields):
+            value = str(row[j] or "")
+            if not value:
+                continue
+            base = f * width
+            out[r, base] = _value_hash(kinds[j], value) or 1
+            words = value.split()
+            for i, word in enumerate(list(dict.fromkeys(words))[:TEXT_WORDS]):
+                out[r, base + 1 + i] = _value_hash(kinds[j] + "\x01word", word) or 1
+            pairs = dict.fromkeys(f"{a} {b}" for a, b in itertools.pairwise(words))
+            for i, pair in enumerate(list(pairs)[:TEXT_WORDS]):
+                out[r, base + 1 + TEXT_WORDS + i] = _value_hash(kinds[j] + "\x02pair", pair) or 1
+    keys = out.view(np.int64)
+    keys.sort(axis=1)
+    dup = np.zeros(keys.shape, bool)
+    dup[:, 1:] = keys[:, 1:] == keys[:, :-1]
+    keys[dup] = 0
+    return keys
 
 
 class KeyIndex:

@@ -39,9 +39,14 @@ PIPELINE_ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
 # over every record (linear in the collection). Keys need typed fields, several of
 # them: with one or two, a typo in one leaves no key to agree on (Leipzig's single
 # affiliation string), so such collections, cosine-scored ones and collections made
-# before the keys search exactly.
+# before the keys search exactly. A free-text collection's records ("words") are
+# searched exactly up to EXACT_MAX records, then by the words and adjacent word pairs
+# of their text (er.ann.text_keys): exact search costs a batch O(n), 0.25 s per batch
+# of 1,000 at 20,000 strings (bench/RESULTS.md, "Candidates for free text"), and up to
+# EXACT_MAX the lists are what they were before the words (issue #56).
 CANDIDATES: tuple[str, ...] = get_args(Candidates)
 KEYED_MIN_FIELDS = 3
+EXACT_MAX = 20_000
 
 
 # A collection's core runs with these under its stored params, whatever the class's
@@ -130,12 +135,19 @@ def new_collection_config(
 
 def _candidates(given: Mapping[str, Any], types: Mapping[str, str] | None) -> str:
     """The collection's candidate search (:data:`CANDIDATES`), checked or defaulted."""
-    default = "keys" if types is not None and len(types) >= KEYED_MIN_FIELDS else "exact"
+    default = "exact"
+    if types is not None and free_text_only(list(types.values())):
+        default = "words"
+    elif types is not None and len(types) >= KEYED_MIN_FIELDS:
+        default = "keys"
     chosen = given.get("candidates", default)
-    if chosen == "keys" and types is None:
+    if chosen in ("keys", "words") and types is None:
         raise ConfigError(
-            'collection config: "candidates": "keys" needs typed fields ("scoring": "pair_model").'
+            f'collection config: "candidates": "{chosen}" needs typed fields '
+            '("scoring": "pair_model").'
         )
+    if chosen == "words" and types is not None and "text" not in types.values():
+        raise ConfigError('collection config: "candidates": "words" needs a text field.')
     return str(chosen)
 
 

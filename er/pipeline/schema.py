@@ -18,7 +18,7 @@ from er.featurize._types import FIELD_TYPES
 
 Algorithm = Literal["mbscc", "grinch", "llama"]
 Scoring = Literal["pair_model", "cosine"]
-Candidates = Literal["keys", "exact"]
+Candidates = Literal["keys", "exact", "words"]
 
 
 class GivenConfig(BaseModel):

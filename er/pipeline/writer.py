@@ -43,8 +43,9 @@ from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session
 
 from er._checkpoint import Owner
-from er.ann import Int8Rows, KeyIndex, batch_neighbors, make_index, record_keys
+from er.ann import Int8Rows, KeyIndex, batch_neighbors, make_index, record_keys, text_keys
 from er.ann._index import rank
+from er.ann._keys import TEXT_KEY_BUDGET, TEXT_KEY_CANDIDATES
 from er.cluster import MBSCC, PairScores
 from er.delta import ClusteringDelta
 from er.entities import EntityStep
@@ -52,7 +53,7 @@ from er.evaluation import cut_at_score
 from er.exceptions import ConfigError, ERError
 from er.featurize import NormalisedBatch
 from er.match import FieldTable, PairModel
-from er.pipeline.config import DEFAULT_CUT, _featurizer, field_types, stored_model
+from er.pipeline.config import DEFAULT_CUT, EXACT_MAX, _featurizer, field_types, stored_model
 from er.pipeline.lane import _Lane, _Queued, _timed, plan_groups
 from er.pipeline.state import (
     INDEX_BACKEND,
@@ -300,10 +301,12 @@ class _BatchJob:
                 records = [dict(zip(types.names, r, strict=True)) for r in batch.rows]
                 X = _featurizer(self.config)(records)
         with _timed(timings, "index_s"):
-            if self.config.get("candidates") == "keys":
+            if self.config.get("candidates") in ("keys", "words"):
                 assert types is not None and batch is not None  # the config checks it
-                keys = record_keys(batch.rows, types.kinds)
-                found = [self._keyed(state, X[part], keys[part]) for part in self._parts()]
+                words = self.config["candidates"] == "words"
+                keys = (text_keys if words else record_keys)(batch.rows, types.kinds)
+                search = self._worded if words else self._keyed
+                found = [search(state, X[part], keys[part]) for part in self._parts()]
             else:
                 found = [self._neighbors(state, X[part]) for part in self._parts()]
         idx = np.concatenate([i for i, _ in found])
@@ -467,6 +470,24 @@ class _BatchJob:
         if isinstance(state.index, Int8Rows):
             return state.index.rank(X, candidates, self._k(state))
         # a collection made before the int8 rows keeps its float32 vectors
+        return rank(X, state.index.vectors, candidates, self._k(state), np.float32)
+
+    def _worded(
+        self, state: _State, X: NDArray[np.float32], keys: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        """Free text: exact k-NN up to EXACT_MAX records, then the records sharing a
+        word or a pair of adjacent words (:func:`er.ann.text_keys`) ranked by the
+        vectors' cosine. The keys are indexed from the first record, so the switch
+        needs no rebuild; both answers are functions of the records in order."""
+        if state.index is None:
+            state.index = make_index(INDEX_BACKEND, dim=X.shape[1])
+            state.keys = KeyIndex(keys.shape[1], TEXT_KEY_BUDGET, TEXT_KEY_CANDIDATES)
+        assert state.keys is not None  # created with the index
+        ids = state.keys.add(keys)
+        if len(state.index) + X.shape[0] <= EXACT_MAX:
+            return batch_neighbors(state.index, X, self._k(state))
+        state.index.add(X)
+        candidates = state.keys.candidates(ids)
         return rank(X, state.index.vectors, candidates, self._k(state), np.float32)
 
     @staticmethod

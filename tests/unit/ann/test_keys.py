@@ -21,7 +21,15 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from er.ann._keys import WORDS_PER_FIELD, KeyIndex, n_keys, record_keys
+from er.ann._keys import (
+    TEXT_WORDS,
+    WORDS_PER_FIELD,
+    KeyIndex,
+    n_keys,
+    n_text_keys,
+    record_keys,
+    text_keys,
+)
 
 KINDS = ["person_name", "person_name", "date", "org_name"]
 
@@ -179,3 +187,35 @@ def test_merged_segment_equals_one_built_from_all_postings(old: list[int], new: 
     for name in ("keys", "starts", "ids", "slots"):
         assert np.array_equal(getattr(merged, name), getattr(want, name)), name
     assert merged.bits == want.bits
+
+
+TEXT_ALPHABET = st.sampled_from(["dept", "of", "physics", "univ", "leipzig", "12", "a", "b"])
+
+
+def oracle_text_keys(value: str | None) -> set[object]:
+    """Free text's keys as Python sets: the value, its first TEXT_WORDS distinct words and
+    first TEXT_WORDS distinct adjacent pairs."""
+    if not value:
+        return set()
+    words = value.split()
+    distinct = list(dict.fromkeys(words))[:TEXT_WORDS]
+    pairs = list(dict.fromkeys(itertools.pairwise(words)))[:TEXT_WORDS]
+    return {("value", value)} | {("word", w) for w in distinct} | {("pair", p) for p in pairs}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.none(), st.lists(TEXT_ALPHABET, min_size=1, max_size=24).map(" ".join)),
+        min_size=2,
+        max_size=12,
+    )
+)
+def test_free_text_records_share_as_many_keys_as_words_and_adjacent_pairs(values) -> None:
+    rows = [(v, "19680203") for v in values]  # a date beside the text gives no key
+    keys = text_keys(rows, ["text", "date"])
+    assert keys.shape == (len(rows), n_text_keys(["text", "date"]))
+    for i, j in itertools.combinations(range(len(rows)), 2):
+        a, b = set(keys[i][keys[i] != 0].tolist()), set(keys[j][keys[j] != 0].tolist())
+        assert len(a) == len(oracle_text_keys(values[i])) == np.count_nonzero(keys[i])
+        assert len(a & b) == len(oracle_text_keys(values[i]) & oracle_text_keys(values[j]))

@@ -60,12 +60,18 @@ def test_candidates_are_keys_for_several_typed_fields_else_exact() -> None:
         RECORDS, id_field="rec_id", gold_field=None, given={"candidates": "exact"}
     )
     assert chosen["candidates"] == "exact"
+    text = [{"rec_id": f"r{i}", "text": f"dept of physics univ {i} leipzig"} for i in range(50)]
+    assert new_collection_config(text, id_field="rec_id", gold_field=None)["candidates"] == "words"
+    with pytest.raises(ConfigError, match='"words" needs a text field'):
+        new_collection_config(
+            two, id_field="rec_id", gold_field=None, given={"candidates": "words"}
+        )
 
 
 @pytest.mark.parametrize(
     ("given", "says"),
     [
-        ({"candidates": "hnsw"}, "candidates: must be one of 'keys', 'exact'. Got 'hnsw'"),
+        ({"candidates": "hnsw"}, "candidates: must be one of 'keys', 'exact', 'words'. Got 'hnsw'"),
         ({"candidates": "keys", "scoring": "cosine"}, "needs typed fields"),
     ],
 )
