@@ -147,10 +147,10 @@ def record_keys(rows: Sequence[Sequence[str | None]], kinds: Sequence[str]) -> N
 # the first TEXT_WORDS distinct of each, beside the whole value. One string holds no
 # second field to agree on when a typo breaks the first, but it holds many words, most
 # of them common ("department", "of"): a record reads more holders and keeps more
-# candidates than a typed one. On 20,000 organisation strings these keys reach as many
-# pairs of one organisation as the exact 100 nearest (0.250 of them against 0.246), on
-# 20,000 people as one string 0.981 against 0.989 (bench/RESULTS.md, "Candidates for
-# free text").
+# candidates than a typed one. At 20,000 organisation strings these keys reach as many
+# pairs of one organisation as the exact 100 nearest (0.321 of them against 0.311), of
+# people as one string 0.987 against 0.990 (bench/RESULTS.md, "Candidates for free
+# text").
 TEXT_WORDS = 16
 TEXT_KEY_BUDGET = 1_000
 TEXT_KEY_CANDIDATES = 300
