@@ -11,8 +11,9 @@ A checkpoint of a collection is, in the collection's folder of the data dir (070
   on read, and a copy on read);
 - ``checkpoint.<name>.f32`` (``.i64``, ``.i8``): the big append-only matrices (the
   core's points, the k-NN index's vectors: n x d float32 each; the blocking keys, n x 55
-  int64). A row, once added, never changes, so a save writes only the rows added since
-  the last one; the graph holds the number of rows of each file that belong to it.
+  int64 for people, n x 33 per field of free text). A row, once added, never changes, so
+  a save writes only the rows added since the last one; the graph holds the number of
+  rows of each file that belong to it.
   (Saving them whole made every checkpoint O(n d) bytes: 800 MB at 100k mentions of
   1,024 dimensions.)
 

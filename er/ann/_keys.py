@@ -208,7 +208,7 @@ class KeyIndex:
     Parameters
     ----------
     n_keys : int
-        Keys per record (the width of :func:`record_keys`' rows).
+        Keys per record (the width of :func:`record_keys`' or :func:`text_keys`' rows).
     budget : int, default KEY_BUDGET
         Key holders read per record (its own entries included).
     m : int, default KEY_CANDIDATES
@@ -253,7 +253,8 @@ class KeyIndex:
         return state
 
     def add(self, keys: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Index records by their keys (rows of :func:`record_keys`); return their ids."""
+        """Index records by their keys (rows of :func:`record_keys` or :func:`text_keys`);
+        return their ids."""
         n0, n1 = self._n, self._n + keys.shape[0]
         if n1 > self._keys.shape[0]:
             grown = np.zeros((max(n1, 2 * self._keys.shape[0], 1024), keys.shape[1]), np.int64)

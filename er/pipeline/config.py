@@ -37,13 +37,15 @@ PIPELINE_ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
 # blocking key (er.ann.KeyIndex: a cost per record that does not grow with the
 # collection), re-scored by the vectors' cosine; or "exact", the vectors' exact k-NN
 # over every record (linear in the collection). Keys need typed fields, several of
-# them: with one or two, a typo in one leaves no key to agree on (Leipzig's single
-# affiliation string), so such collections, cosine-scored ones and collections made
-# before the keys search exactly. A free-text collection's records ("words") are
-# searched exactly up to EXACT_MAX records, then by the words and adjacent word pairs
-# of their text (er.ann.text_keys): exact search costs a batch O(n), 0.25 s per batch
-# of 1,000 at 20,000 strings (bench/RESULTS.md, "Candidates for free text"), and up to
-# EXACT_MAX the lists are what they were before the words (issue #56).
+# them: with one or two, a typo in one leaves no key to agree on, so such collections,
+# cosine-scored ones and collections made before the keys search exactly; but free
+# text alone in one or two fields (Leipzig's affiliation string) is searched by
+# "words": exactly while a batch ends at EXACT_MAX records or fewer, then by the words
+# and adjacent word pairs of its text (er.ann.text_keys), a string holding many words
+# where a record holds one name. Exact search costs a batch O(n), 0.58 s per batch of
+# 1,000 at 20,000 strings, the words 0.36 s at 20,000 and 0.48 s at 200,000 (bench/
+# RESULTS.md, "Candidates for free text"), and up to EXACT_MAX the lists are what they
+# were before the words (issue #56).
 CANDIDATES: tuple[str, ...] = get_args(Candidates)
 KEYED_MIN_FIELDS = 3
 EXACT_MAX = 20_000
@@ -135,19 +137,23 @@ def new_collection_config(
 
 def _candidates(given: Mapping[str, Any], types: Mapping[str, str] | None) -> str:
     """The collection's candidate search (:data:`CANDIDATES`), checked or defaulted."""
+    free_text = types is not None and free_text_only(list(types.values()))
     default = "exact"
-    if types is not None and free_text_only(list(types.values())):
-        default = "words"
-    elif types is not None and len(types) >= KEYED_MIN_FIELDS:
+    if types is not None and len(types) >= KEYED_MIN_FIELDS:
         default = "keys"
+    elif free_text:
+        default = "words"
     chosen = given.get("candidates", default)
     if chosen in ("keys", "words") and types is None:
         raise ConfigError(
             f'collection config: "candidates": "{chosen}" needs typed fields '
             '("scoring": "pair_model").'
         )
-    if chosen == "words" and types is not None and "text" not in types.values():
-        raise ConfigError('collection config: "candidates": "words" needs a text field.')
+    if chosen == "words" and not free_text:
+        raise ConfigError(
+            'collection config: "candidates": "words" is for free text alone (a text field '
+            "and no name, date, id, e-mail or phone: only the text gives keys)."
+        )
     return str(chosen)
 
 

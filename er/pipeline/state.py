@@ -46,9 +46,10 @@ class _State:
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq -> point rows
     ledger: ArrayLedger = field(default_factory=ArrayLedger)  # stable entity ids
     # the k-NN index (er.ann), created with the first batch; with blocking keys only
-    # the vectors that rank their candidates (er.ann.Int8Rows; float32 before it)
+    # the vectors that rank their candidates (er.ann.Int8Rows; float32 before it, and
+    # with "words", whose exact search needs them)
     index: Any = None
-    keys: KeyIndex | None = None  # blocking keys ("candidates": "keys"), ditto
+    keys: KeyIndex | None = None  # blocking keys ("candidates": "keys" or "words"), ditto
     rows_saved: dict[str, int] = field(default_factory=dict)  # rows of each row log
     # pair-model collections: every point's normalised fields, and the model that
     # scored the last batch (the collection's stored model, or the one trained here

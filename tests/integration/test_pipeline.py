@@ -1138,17 +1138,18 @@ def test_free_text_is_searched_exactly_up_to_exact_max_then_by_its_words(
     settings_env, febrl, tmp_path, monkeypatch
 ) -> None:
     """A free-text collection (one string per record) finds the same k-NN lists as
-    exact search while it holds at most EXACT_MAX records; past it each new record's
-    candidates share a word with it (brute force over the normalised strings), the
-    lists are not exact search's, and a writer that reads its checkpoint before every
-    batch (the key index's budget and candidate count kept in it) builds the same
-    collection as one that never does."""
+    exact search while a batch ends at EXACT_MAX records or fewer; from the batch that
+    crosses it (records 200-299 here, EXACT_MAX 250) each new record's candidates
+    share a word with it (brute force over the normalised strings), the lists are not
+    exact search's; a writer that reads its checkpoint before every batch (the key
+    index's budget and candidate count kept in it) builds the same collection as one
+    that never does."""
     from er.pipeline import run_cluster
     from er.pipeline import writer as writer_module
     from er.pipeline.config import field_types
     from er.pipeline.state import _KEPT, _checkpoint_path, _load_state
 
-    monkeypatch.setattr(writer_module, "EXACT_MAX", 300)
+    monkeypatch.setattr(writer_module, "EXACT_MAX", 250)
     fields = ("given_name", "surname", "street_number", "address_1", "suburb", "state")
     records = [
         {"rec_id": r["rec_id"], "entity": r["entity"], "text": " ".join(r[f] for f in fields)}
@@ -1161,20 +1162,20 @@ def test_free_text_is_searched_exactly_up_to_exact_max_then_by_its_words(
         state = _load_state(_checkpoint_path(tmp_path, name), {}, _owner(settings, name))
         return state.core._knn.idx[: state.core._knn._n].copy(), state
 
-    _ingest(settings, words, records[:300], batch=100)
-    _ingest(settings, exact, records[:300], batch=100, config={"candidates": "exact"})
+    _ingest(settings, words, records[:200], batch=100)
+    _ingest(settings, exact, records[:200], batch=100, config={"candidates": "exact"})
     config = _collection_config(settings, words)
     assert config["candidates"] == "words" and field_types(config).kinds == ("text",)
     assert np.array_equal(lists(words)[0], lists(exact)[0])
-    _ingest(settings, words, records[300:], batch=100)
-    _ingest(settings, exact, records[300:], batch=100, config={"candidates": "exact"})
+    _ingest(settings, words, records[200:], batch=100)
+    _ingest(settings, exact, records[200:], batch=100, config={"candidates": "exact"})
     ours, state = lists(words)
     assert state.keys.budget == 1_000 and state.keys.m == 300
     table = field_types(config).normalise([{"text": r["text"]} for r in records]).rows
     text = [set(str(row[0]).split()) for row in table]
-    for i in range(300, 600):
+    for i in range(200, 600):
         assert all(text[i] & text[j] for j in ours[i] if j >= 0), i
-    assert not np.array_equal(ours[300:], lists(exact)[0][300:])
+    assert not np.array_equal(ours[200:300], lists(exact)[0][200:300])
     for start in range(0, 600, 100):
         _ingest(settings, fresh, records[start : start + 100], 100, cluster=False)
         _KEPT.clear()  # a new process: the state comes from the checkpoint

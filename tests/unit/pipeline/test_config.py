@@ -62,10 +62,15 @@ def test_candidates_are_keys_for_several_typed_fields_else_exact() -> None:
     assert chosen["candidates"] == "exact"
     text = [{"rec_id": f"r{i}", "text": f"dept of physics univ {i} leipzig"} for i in range(50)]
     assert new_collection_config(text, id_field="rec_id", gold_field=None)["candidates"] == "words"
-    with pytest.raises(ConfigError, match='"words" needs a text field'):
-        new_collection_config(
-            two, id_field="rec_id", gold_field=None, given={"candidates": "words"}
-        )
+    places = [{**t, "city": f"c{i % 5}", "country": "de"} for i, t in enumerate(text)]
+    wide = new_collection_config(places, id_field="rec_id", gold_field=None)
+    assert wide["candidates"] == "keys"  # three typed fields: the records' own keys
+    beside = [{**t, "name": f"anna smith{i}", "dob": "1970-01-02"} for i, t in enumerate(text)]
+    for records in (two, beside):  # no text, or text beside a name and a date
+        with pytest.raises(ConfigError, match='"words" is for free text alone'):
+            new_collection_config(
+                records, id_field="rec_id", gold_field=None, given={"candidates": "words"}
+            )
 
 
 @pytest.mark.parametrize(
@@ -73,6 +78,7 @@ def test_candidates_are_keys_for_several_typed_fields_else_exact() -> None:
     [
         ({"candidates": "hnsw"}, "candidates: must be one of 'keys', 'exact', 'words'. Got 'hnsw'"),
         ({"candidates": "keys", "scoring": "cosine"}, "needs typed fields"),
+        ({"candidates": "words", "scoring": "cosine"}, "needs typed fields"),
     ],
 )
 def test_a_bad_candidates_choice_is_one_clear_line(given: dict, says: str) -> None:
