@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import time
@@ -137,7 +138,7 @@ def main() -> None:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
-    machine = f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cpus"
+    machine = f"{platform.machine()}, {len(os.sched_getaffinity(0))} cpus"
     for people in args.people:
         for row in run(people, args.n, sorted(args.at), args.exact_to, args.batch):
             row.update(er=commit, machine=machine)

@@ -134,8 +134,14 @@ def record_keys(rows: Sequence[Sequence[str | None]], kinds: Sequence[str]) -> N
     pair = _mix(_mix(lo) ^ hi)
     pair[pair == 0] = 1  # 0 means no key
     pair[(a == 0) | (b == 0) | (a == b)] = 0  # a value paired with itself is no pair
-    out = np.concatenate([single, pair, words], axis=1).view(np.int64)
     # equal keys within a record (two fields of one type with one value) count once
+    return _distinct(np.concatenate([single, pair, words], axis=1))
+
+
+def _distinct(keys: NDArray[np.uint64]) -> NDArray[np.int64]:
+    """(b, w) each row's keys as int64, sorted, a key repeated within a row kept once
+    (its copies set to 0, no key)."""
+    out = keys.view(np.int64)
     out.sort(axis=1)
     dup = np.zeros(out.shape, bool)
     dup[:, 1:] = out[:, 1:] == out[:, :-1]
@@ -155,11 +161,12 @@ TEXT_WORDS = 16
 TEXT_KEY_BUDGET = 1_000
 TEXT_KEY_CANDIDATES = 300
 TEXT_KINDS = frozenset({"text"})
+_TEXT_WIDTH = 1 + 2 * TEXT_WORDS  # keys per text field: the value, words, word pairs
 
 
 def n_text_keys(kinds: Sequence[str]) -> int:
     """Width of :func:`text_keys`' rows for fields of these types."""
-    return sum(1 + 2 * TEXT_WORDS for k in kinds if k in TEXT_KINDS)
+    return _TEXT_WIDTH * sum(k in TEXT_KINDS for k in kinds)
 
 
 def text_keys(rows: Sequence[Sequence[str | None]], kinds: Sequence[str]) -> NDArray[np.int64]:
@@ -179,14 +186,13 @@ def text_keys(rows: Sequence[Sequence[str | None]], kinds: Sequence[str]) -> NDA
         Each row's distinct keys (never 0), sorted, 0 in its other slots.
     """
     fields = [j for j, kind in enumerate(kinds) if kind in TEXT_KINDS]
-    width = 1 + 2 * TEXT_WORDS
-    out = np.zeros((len(rows), width * len(fields)), np.uint64)
+    out = np.zeros((len(rows), n_text_keys(kinds)), np.uint64)
     for r, row in enumerate(rows):
         for f, j in enumerate(fields):
             value = str(row[j] or "")
             if not value:
                 continue
-            base = f * width
+            base = f * _TEXT_WIDTH
             out[r, base] = _value_hash(kinds[j], value) or 1
             words = value.split()
             for i, word in enumerate(list(dict.fromkeys(words))[:TEXT_WORDS]):
@@ -194,12 +200,7 @@ def text_keys(rows: Sequence[Sequence[str | None]], kinds: Sequence[str]) -> NDA
             pairs = dict.fromkeys(f"{a} {b}" for a, b in itertools.pairwise(words))
             for i, pair in enumerate(list(pairs)[:TEXT_WORDS]):
                 out[r, base + 1 + TEXT_WORDS + i] = _value_hash(kinds[j] + "\x02pair", pair) or 1
-    keys = out.view(np.int64)
-    keys.sort(axis=1)
-    dup = np.zeros(keys.shape, bool)
-    dup[:, 1:] = keys[:, 1:] == keys[:, :-1]
-    keys[dup] = 0
-    return keys
+    return _distinct(out)
 
 
 class KeyIndex:
