@@ -8,6 +8,7 @@ they were before (``replaced_``): MBSCC's floor components read what changed in 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -249,6 +250,21 @@ class _KnnLists:
         exact = pair_similarities(Q[new], self.X[old])  # old < n0 <= _n
         beats = exact >= kth[old]
         self._merge_pairs(old[beats], first_new + new[beats], exact[beats])
+
+    def rescore(self, scores: Callable[[NDArray[np.int64], NDArray[np.int64]], Any]) -> None:
+        """Score every list's pairs again (a new pair model) and re-sort each list, best
+        first; the pairs stay the ones the lists hold.
+
+        Parameters
+        ----------
+        scores : callable (left (p,), right (p,)) -> (p,) similarities
+        """
+        rows, cols = np.nonzero(self.idx >= 0)
+        if rows.size == 0:
+            return
+        sim = np.full(self.sim.shape, -np.inf, np.float32)
+        sim[rows, cols] = np.asarray(scores(rows.astype(np.int64), self.idx[rows, cols]))
+        self._idx[: self._n], self._sim[: self._n] = best_per_row(self.idx.copy(), sim, self.k)
 
     def graph(self) -> Any:
         """The symmetric k-NN graph of the lists (:func:`knn_lists_graph`)."""

@@ -207,6 +207,15 @@ class MBSCC:
         """
         return self._fit(X, partial=True, neighbors=neighbors, pair_scores=pair_scores)
 
+    def rescore(self, pair_scores: PairScores) -> None:
+        """Score every pair the k-NN lists hold again, by a new pair model: the next
+        :meth:`partial_fit` redoes every point's clusters, as a run over every mention
+        with that model's scores would have them (what an old model joined, the new
+        one may part)."""
+        if hasattr(self, "_knn"):
+            self._knn.rescore(pair_scores)
+            self._redo_all = True
+
     def _fit(
         self,
         X: NDArray[np.floating],
@@ -270,9 +279,12 @@ class MBSCC:
             )
         self._point_ids = np.r_[self._point_ids, self._take_ids(rows.shape[0])]
         marked = self._knn.add(rows, neighbors)
+        redo_all, self._redo_all = getattr(self, "_redo_all", False), False
+        if redo_all:
+            marked = np.ones_like(marked)
         taus = thresholds(self.tau_max, self.tau_min, self.n_levels, self.schedule)
         if self._forest is not None:
-            return self._fit_components(taus, pair_scores)
+            return self._fit_components(taus, pair_scores, redo_all)
         vectors = self._knn.points if self.linkage == "centroid" else None
         agg = Agglomerator(self._knn.graph(), self.linkage, vectors)
         if self.marking == "exact" or not partial:
@@ -298,7 +310,10 @@ class MBSCC:
         return True
 
     def _fit_components(
-        self, taus: NDArray[np.float64], pair_scores: PairScores | None = None
+        self,
+        taus: NDArray[np.float64],
+        pair_scores: PairScores | None = None,
+        redo_all: bool = False,
     ) -> MBSCC:
         """One batch over the floor components whose pairs it changed in a way that
         matters (:func:`_components.changed_points`, :func:`_components.step`)."""
@@ -326,6 +341,8 @@ class MBSCC:
         assert self._forest is not None  # _fit's caller checks
         idx, sim = self._knn.idx, self._knn.sim
         changed = _components.changed_points(self._forest, idx, sim, self._knn.replaced_, floor)
+        if redo_all:
+            changed = np.arange(self._forest.n_points, dtype=np.int64)
         self.delta_, self.touched_ = _components.step(
             self._forest,
             idx,

@@ -23,6 +23,15 @@ __all__ = ["Anchors", "anchor_pairs", "anchored", "anchors_of", "personal_agreem
 
 PERSONAL_KINDS = frozenset({"person_name", "date", "identifier"})
 ANCHOR_FIELDS = 2
+# A date's or an id's anchors agree on every other personal field: two of them still
+# hold relatives (twins share a surname and a date, a junior both names), and a date
+# or an id differs between one person's records about as rarely on such anchors as on
+# all of that person's pairs. A name's anchors keep ANCHOR_FIELDS: a name varies with
+# the rest of a badly typed record, and matches that agree on everything else rarely
+# show it (hard people, tuning seed: an id differs in 1.7% of matching pairs on either
+# anchors, a given name in 32% of them, 25% on two and 3% on all; bench/RESULTS.md,
+# "Entity resolution quality on held-out sets (issue #53)").
+STRICT_KINDS = frozenset({"date", "identifier"})
 MIN_ANCHOR_MATCHES = 20.0
 
 
@@ -30,8 +39,8 @@ def anchor_pairs(
     levels: NDArray[np.int8], kinds: Sequence[str], n_levels: Sequence[int]
 ) -> list[NDArray[np.bool_] | None]:
     """Per field, the candidates that agree exactly on ANCHOR_FIELDS personal fields
-    other than it (PERSONAL_KINDS; as many as there are, when fewer); None for a
-    field with no other personal field.
+    other than it (PERSONAL_KINDS; as many as there are, when fewer; on all of them
+    for a field of STRICT_KINDS); None for a field with no other personal field.
 
     Parameters
     ----------
@@ -50,7 +59,8 @@ def anchor_pairs(
             out.append(None)
             continue
         agree = exact[:, others].sum(axis=1)
-        out.append(agree >= min(ANCHOR_FIELDS, len(others)))
+        need = len(others) if kinds[f] in STRICT_KINDS else min(ANCHOR_FIELDS, len(others))
+        out.append(agree >= need)
     return out
 
 

@@ -46,15 +46,16 @@ from er._checkpoint import Owner
 from er.ann import Int8Rows, KeyIndex, batch_neighbors, make_index, record_keys, text_keys
 from er.ann._index import rank
 from er.ann._keys import TEXT_KEY_BUDGET, TEXT_KEY_CANDIDATES
-from er.cluster import MBSCC, PairScores
+from er.cluster import MBSCC
 from er.delta import ClusteringDelta
 from er.entities import EntityStep
 from er.evaluation import cut_at_score
-from er.exceptions import ConfigError, ERError
+from er.exceptions import ERError
 from er.featurize import NormalisedBatch
 from er.match import FieldTable, PairModel
-from er.pipeline.config import DEFAULT_CUT, EXACT_MAX, _featurizer, field_types, stored_model
+from er.pipeline.config import DEFAULT_CUT, EXACT_MAX, _featurizer, field_types
 from er.pipeline.lane import _Lane, _Queued, _timed, plan_groups
+from er.pipeline.scores import current_model, pair_scores, rescored
 from er.pipeline.state import (
     INDEX_BACKEND,
     NEAR_K,
@@ -341,9 +342,11 @@ class _BatchJob:
             self.notes = found.batch.notes()
             with _timed(timings, "score_s"):
                 sim = self._scored(state, found.batch, idx, first)
+                if self.model_changed and first and isinstance(state.core, MBSCC):
+                    sim = rescored(state, idx, first)
         with _timed(timings, "cluster_s"):
             if isinstance(state.core, MBSCC):
-                scores = _pair_scores(state) if state.core.complete_max else None
+                scores = pair_scores(state) if state.core.complete_max else None
                 state.core.partial_fit(X, neighbors=(idx, sim), pair_scores=scores)
             else:
                 state.core.partial_fit(X)
@@ -416,7 +419,7 @@ class _BatchJob:
         # batch that changed the model was checkpointed (CHECKPOINT_WORK)
         model = state.model if self.replay else None
         if model is None:
-            model = _current_model(self.config, state)
+            model = current_model(self.config, state)
         population = len(state.table)
         if model is None:  # the collection's first batch: train on it (issue #29)
             model = train_on_batch(state.table, self.config, idx, first)
@@ -513,37 +516,6 @@ def _vectors(index: Any, stop: int) -> NDArray[np.float32]:
     if isinstance(index, Int8Rows):
         return index.floats(stop)
     return np.asarray(index.vectors[:stop], np.float32)
-
-
-def _pair_scores(state: _State) -> PairScores:
-    """Any two mentions' match probability under the model that scored the batch, for
-    a core that links a floor component over all its pairs (free text:
-    ``er.pipeline.config.FREE_TEXT_COMPLETE``), or, for a core that takes evidence
-    against alone (``complete_against``), of the pairs that contradict a match
-    (:meth:`PairModel.against`, NaN for the others). The model's own trained prior, not the
-    collection's size: a component's linkage does not depend on which batch last
-    touched it, so a backlog stepped in groups builds what its batches would one by
-    one."""
-    table, model = state.table, state.model
-    if table is None or model is None:
-        raise ConfigError("a core linking every pair needs a pair-model collection")
-
-    score = model.against if getattr(state.core, "complete_against", False) else model.probability
-
-    def scores(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.float64]:
-        return score(table, left, right)
-
-    return scores
-
-
-def _current_model(config: Mapping[str, Any], state: _State) -> PairModel | None:
-    """The model to score with: the state's, unless the collection stores a newer
-    version (``er train``); the state's may be newer still (trained by this writer on
-    the first batch, not yet stored). The stored JSON is parsed only when it is newer."""
-    doc = config.get("pair_model")
-    if state.model is not None and (doc is None or doc["version"] <= state.model.version):
-        return state.model
-    return stored_model(config)
 
 
 def _store_model(session: Session, coll_id: int, model: PairModel) -> None:

@@ -146,7 +146,8 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, m
     """The stored entities and pair model equal the same steps run in memory: typed
     fields normalised, brute-force cosine k-NN of the featurized values (not er.ann),
     the model trained on the first batch's candidates and again once the collection
-    has grown (at 600 mentions here, for 10,000), MBSCC on the probabilities."""
+    has grown (at 600 mentions here, for 10,000; every earlier list scored again by
+    it), MBSCC on the probabilities."""
     from sqlalchemy.orm import Session
 
     import er.pipeline.train
@@ -207,6 +208,8 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, m
             q, scale = quantize(X)
             model = train_on_collection(table, config, q.astype(np.float32) * scale, 2)
             trained.append(model)
+            # every earlier list scored again by the new model, the hierarchy redone
+            core.rescore(lambda lo, hi, m=model: m.probability(table, lo, hi, len(table)))
         b = len(rows)
         left = np.repeat(np.arange(first, first + b), k)
         prob = model.probability(table, left, idx.ravel(), population=len(table))
@@ -220,6 +223,17 @@ def test_entities_equal_an_in_memory_run_of_the_same_core(settings_env, febrl, m
         order += [ext for ext, _ in rows]
     assert len(trained) == 1 and model.version == 2 and model.n_train == 600
     assert config["pair_model"] == model.to_json()
+    # the writer's lists hold the scores of the model that is current, not of the one
+    # that scored them first
+    from er.pipeline.state import _checkpoint_path, _load_state
+
+    kept = _load_state(_checkpoint_path(settings.data_dir, name), config, _owner(settings, name))
+    idx, sim = kept.core._knn.idx, kept.core._knn.sim
+    rows, cols = np.nonzero((idx >= 0) & (idx < 600))
+    rows, cols = rows[rows < 600], cols[rows < 600]  # pairs of the first 600: rescored at 600
+    assert rows.size > 1000 and (rows < 300).any()  # batch 1's too, scored by model 1 first
+    want = model.probability(table, rows, idx[rows, cols], 600)
+    np.testing.assert_allclose(sim[rows, cols], want, rtol=1e-5, atol=1e-7)
     label = cut_at_score(core.hierarchy_, DEFAULT_PAIR_CUT)
     assert len(exported) == len(febrl) and None not in exported.values()
     ours = _partition(order, [exported[e] for e in order])

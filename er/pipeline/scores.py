@@ -1,0 +1,74 @@
+"""The writer's pair scores (DESIGN §4 step 2): the model a step scores with, any two
+mentions' scores for a core that completes its components, and every list scored
+again when the model changes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from er.cluster import PairScores
+from er.exceptions import ConfigError
+from er.match import PairModel
+from er.pipeline.config import stored_model
+from er.pipeline.state import _State
+
+__all__ = ["current_model", "pair_scores", "rescored"]
+
+
+def rescored(state: _State, idx: NDArray[np.int64], first: int) -> NDArray[np.float32]:
+    """(b, k) the step's candidates scored by the model it ended with, every earlier
+    list re-scored by it too (MBSCC.rescore): a new model redoes the whole hierarchy,
+    so that no merge rests on the scores of a model that is gone (issue #53: a
+    first-batch model's joins outlived it; bench/RESULTS.md, "Entity resolution quality
+    on held-out sets (issue #53)"). Scored with the collection's size after the step:
+    a backlog step that retrains scores its lists as its last batch would."""
+    table, model = state.table, state.model
+    assert table is not None and model is not None  # _scored ran
+    population = len(table)
+
+    def scores(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.float64]:
+        return model.probability(table, left, right, population)
+
+    state.core.rescore(scores)
+    b, k = idx.shape
+    left = np.repeat(np.arange(first, first + b), k)
+    right = idx.ravel()
+    ok = right >= 0
+    prob = np.zeros(left.size, np.float32)
+    prob[ok] = scores(left[ok], right[ok])
+    return prob.reshape(b, k)
+
+
+def pair_scores(state: _State) -> PairScores:
+    """Any two mentions' match probability under the model that scored the batch, for
+    a core that links a floor component over all its pairs (free text:
+    ``er.pipeline.config.FREE_TEXT_COMPLETE``), or, for a core that takes evidence
+    against alone (``complete_against``), of the pairs that contradict a match
+    (:meth:`PairModel.against`, NaN for the others). The model's own trained prior, not the
+    collection's size: a component's linkage does not depend on which batch last
+    touched it, so a backlog stepped in groups builds what its batches would one by
+    one."""
+    table, model = state.table, state.model
+    if table is None or model is None:
+        raise ConfigError("a core linking every pair needs a pair-model collection")
+
+    score = model.against if getattr(state.core, "complete_against", False) else model.probability
+
+    def scores(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.float64]:
+        return score(table, left, right)
+
+    return scores
+
+
+def current_model(config: Mapping[str, Any], state: _State) -> PairModel | None:
+    """The model to score with: the state's, unless the collection stores a newer
+    version (``er train``); the state's may be newer still (trained by this writer on
+    the first batch, not yet stored). The stored JSON is parsed only when it is newer."""
+    doc = config.get("pair_model")
+    if state.model is not None and (doc is None or doc["version"] <= state.model.version):
+        return state.model
+    return stored_model(config)
