@@ -133,6 +133,8 @@ def identity_vectors(table: FieldTable, config: Mapping[str, Any]) -> NDArray[np
     with the whole record's neighbours as before: the correction for fields
     non-matches agree on together counts them."""
     types = config["field_types"]
+    if sum(kind in PERSONAL_KINDS for kind in types.values()) < 2:
+        return None
     spec = FeaturizerConfig.from_json(config["featurizer"])
     keep = tuple(f for f in spec.fields if types.get(f.name) in PERSONAL_KINDS)
     if len(keep) < 2:

@@ -367,8 +367,9 @@ STAGES = {
 
 def test_every_batch_stores_the_time_of_each_stage_and_none_twice(settings_env, febrl) -> None:
     """A backlog of three batches in one run: each done batch stores every stage's
-    seconds; the stages the writer itself waits on add up to no more than the run's
-    wall time (the graph write runs beside the next batch, so only its wait counts)."""
+    seconds (a checkpoint's where it took one); the stages the writer itself waits on
+    add up to no more than the run's wall time (the graph write runs beside the next
+    batch, so only its wait counts)."""
     import time
 
     from sqlalchemy import select
@@ -394,8 +395,12 @@ def test_every_batch_stores_the_time_of_each_stage_and_none_twice(settings_env, 
     engine.dispose()
     assert [status for status, _, _ in rows] == ["done"] * 3
     own = []
+    # the first batch trains the model and is always checkpointed; later ones are when
+    # their work since the last checkpoint outweighs it (CHECKPOINT_WORK), which a
+    # loaded machine's timings decide
+    assert rows[0][1].keys() >= STAGES
     for _, timings, _ in rows:
-        assert timings.keys() >= STAGES
+        assert timings.keys() >= STAGES - {"checkpoint_s"}
         assert all(np.isfinite(v) and v >= 0 for v in timings.values())
         assert timings["graph_wait_s"] <= timings["graph_s"] + 0.05
         own.append(sum(timings.values()) - timings["graph_s"])
