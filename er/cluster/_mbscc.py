@@ -340,9 +340,10 @@ class MBSCC:
 
         assert self._forest is not None  # _fit's caller checks
         idx, sim = self._knn.idx, self._knn.sim
-        changed = _components.changed_points(self._forest, idx, sim, self._knn.replaced_, floor)
-        if redo_all:
+        if redo_all:  # every list re-scored: every old point's component redone
             changed = np.arange(self._forest.n_points, dtype=np.int64)
+        else:
+            changed = _components.changed_points(self._forest, idx, sim, self._knn.replaced_, floor)
         self.delta_, self.touched_ = _components.step(
             self._forest,
             idx,

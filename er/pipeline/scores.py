@@ -16,7 +16,7 @@ from er.match import PairModel
 from er.pipeline.config import stored_model
 from er.pipeline.state import _State
 
-__all__ = ["current_model", "pair_scores", "rescored"]
+__all__ = ["candidate_scores", "current_model", "pair_scores", "rescored"]
 
 
 def rescored(state: _State, idx: NDArray[np.int64], first: int) -> NDArray[np.float32]:
@@ -34,6 +34,12 @@ def rescored(state: _State, idx: NDArray[np.int64], first: int) -> NDArray[np.fl
         return model.probability(table, left, right, population)
 
     state.core.rescore(scores)
+    return candidate_scores(scores, idx, first)
+
+
+def candidate_scores(scores: PairScores, idx: NDArray[np.int64], first: int) -> NDArray[np.float32]:
+    """(b, k) the score of each row ``first + r``'s candidate ``idx[r, c]``, 0 where
+    ``idx`` is -1."""
     b, k = idx.shape
     left = np.repeat(np.arange(first, first + b), k)
     right = idx.ravel()

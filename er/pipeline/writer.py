@@ -55,7 +55,7 @@ from er.featurize import NormalisedBatch
 from er.match import FieldTable, PairModel
 from er.pipeline.config import DEFAULT_CUT, EXACT_MAX, _featurizer, field_types
 from er.pipeline.lane import _Lane, _Queued, _timed, plan_groups
-from er.pipeline.scores import current_model, pair_scores, rescored
+from er.pipeline.scores import candidate_scores, current_model, pair_scores, rescored
 from er.pipeline.state import (
     INDEX_BACKEND,
     NEAR_K,
@@ -427,14 +427,13 @@ class _BatchJob:
             X = _vectors(state.index, population)
             model = train_on_collection(state.table, self.config, X, model.version + 1, held=model)
         state.model = model
-        b, k = idx.shape
-        left = np.repeat(np.arange(first, first + b), k)
-        right = idx.ravel()
-        ok = right >= 0
-        prob = np.zeros(left.size, np.float32)
+        table = state.table
+
         # the prior of a random pair of the collection as it stands after this batch
-        prob[ok] = model.probability(state.table, left[ok], right[ok], population)
-        return prob.reshape(b, k)
+        def scores(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.float64]:
+            return model.probability(table, left, right, population)
+
+        return candidate_scores(scores, idx, first)
 
     def _neighbors(
         self, state: _State, X: NDArray[np.float32]
