@@ -53,10 +53,15 @@ __all__ = [
 ]
 
 MAX_TF_BONUS = 10.0  # bits a rare value may add over the field's average exact weight
-# A pair contradicts a match when a field that names the entity itself (a person's
-# name, a date, an identifier: CONTRADICTING_KINDS) weighs this many bits or more
-# against it: matches show that field's level at least 2^6 = 64 times less often than
-# non-matches (two given names that differ outright). Places and categories are
+# A pair contradicts a match when the fields that name the entity itself (a person's
+# name, a date, an identifier: CONTRADICTING_KINDS) weigh this many bits or more
+# against it together: matches show those levels at least 2^6 = 64 times less often
+# than non-matches (two given names that differ outright; or a given name and an id
+# that differ, as twins' do). Summed, not the worst field alone: an id's "far" is
+# counted from 1-2% of matches, about -6 bits, and which side of the threshold EM
+# puts it then decides alone whether twins contradict (people hard 10k / 100k: -6.19 /
+# -5.00; bench/RESULTS.md, "Entity resolution quality on held-out sets (issue #53)").
+# A field weighing for the match offsets none of the others. Places and categories are
 # circumstances, which change (people move); organisation names are not read either:
 # one firm files under spellings a string comparison calls different ("GISTBROCADES
 # B.V.", "GIST-BROCADES N.V."), under its subsidiaries and its initials. Such pairs
@@ -281,13 +286,13 @@ class PairModel:
         right: NDArray[np.int64],
         population: int | None = None,
     ) -> NDArray[np.float64]:
-        """(p,) the match probability of each pair that contradicts a match (a field of
-        CONTRADICTING_KINDS weighing CONTRADICTION_BITS or more against it), NaN for
-        every other pair."""
+        """(p,) the match probability of each pair that contradicts a match (its fields of
+        CONTRADICTING_KINDS weighing CONTRADICTION_BITS or more against it, summed over
+        those weighing against), NaN for every other pair."""
         w, levels = self.weights(table, left, right)
         p = _probability(self._total(w, levels, population))
         named = [f for f, fw in enumerate(self.fields) if fw.kind in CONTRADICTING_KINDS]
-        held = w[:, named].min(axis=1, initial=0.0) <= -CONTRADICTION_BITS
+        held = np.minimum(w[:, named], 0.0).sum(axis=1) <= -CONTRADICTION_BITS
         return np.where(held, p, np.nan)
 
     def probability(

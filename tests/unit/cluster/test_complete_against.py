@@ -140,26 +140,37 @@ def test_two_groups_the_model_holds_apart_stay_apart_at_the_cut() -> None:
         assert len(set(cut_at_score(m.hierarchy_, 0.5).tolist())) == 1
 
 
-def test_a_pair_is_held_against_when_one_field_weighs_six_bits_against_it() -> None:
+def test_a_pair_is_held_against_when_its_naming_fields_weigh_six_bits_against_it() -> None:
     """Weights by hand: a given name that differs outright weighs log2(0.01 / 0.95) =
-    -6.57 bits (held against); a date at any level, at most log2(0.02 / 0.4) = -4.32
-    (not); a missing date, 0."""
-    t = FieldTable(["given", "dob"])
-    t.add([["anna", "19800101"], ["zoe", "19800101"], ["anna", "19810101"], ["anna", None]])
+    -6.57 bits (held against alone); a date that differs, log2(0.02 / 0.4) = -4.32, and
+    an id, log2(0.05 / 0.9) = -4.17, neither alone but both together (-8.49: twins'
+    ids and a junior's date); a name that agrees (+6.49) offsets neither."""
+    t = FieldTable(["given", "dob", "nid"])
+    t.add(
+        [
+            ["anna", "19800101", "111"],
+            ["zoe", "19800101", "111"],
+            ["anna", "19650707", "222"],
+            ["anna", "19650707", "111"],
+            ["anna", None, "999"],
+        ]
+    )
     model = PairModel(
         fields=(
             FieldWeights(
                 "given", "person_name", m=(1, 0.01, 0.04, 0.05, 0.9), u=(1, 0.95, 0.02, 0.02, 0.01)
             ),
             FieldWeights("dob", "date", m=(1, 0.02, 0.1, 0.1, 0.78), u=(1, 0.4, 0.5, 0.09, 0.01)),
+            FieldWeights("nid", "identifier", m=(1, 0.05, 0.05, 0.9), u=(1, 0.9, 0.05, 0.05)),
         ),
         prior=0.01,
     )
-    left, right = np.array([0, 0, 0, 2]), np.array([1, 2, 3, 3])
-    weights, _ = model.weights(t, left, right)
-    by_hand = weights.min(axis=1) <= -CONTRADICTION_BITS
-    assert math.log2(0.01 / 0.95) <= -CONTRADICTION_BITS < math.log2(0.02 / 0.4)
+    name_far, date_far = math.log2(0.01 / 0.95), math.log2(0.02 / 0.4)
+    id_far = math.log2(0.05 / 0.9)
+    assert name_far <= -CONTRADICTION_BITS < min(date_far, id_far)
+    assert date_far + id_far <= -CONTRADICTION_BITS
+    left, right = np.array([0, 0, 0, 0]), np.array([1, 2, 3, 4])
+    by_hand = np.array([True, True, False, False])
     got = model.against(t, left, right)
-    assert by_hand.tolist() == [True, False, False, False]
     assert np.isnan(got).tolist() == (~by_hand).tolist()
     np.testing.assert_allclose(got[by_hand], model.probability(t, left, right)[by_hand])
