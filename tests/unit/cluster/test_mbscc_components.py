@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from er.cluster import MBSCC, SCC
@@ -209,6 +209,12 @@ def _completed_graph(X: np.ndarray, k: int, floor: float, most: int) -> Any:
     return sparse.csr_array(np.where(scored, block, np.where(inside, 0.0, W)))
 
 
+def _tied(G: Any) -> bool:
+    """Whether a row of the graph holds one nonzero value twice."""
+    D = G.toarray()
+    return any(np.unique(r[r > 0]).size < np.count_nonzero(r) for r in D)
+
+
 def _through(sub: np.ndarray, listed: np.ndarray, budget: int) -> set[tuple[int, int]]:
     """The pairs a component past the budget scores, by brute force: its lists' pairs
     (``listed``) and the pairs among each point and its m strongest links (``sub``)
@@ -262,15 +268,19 @@ def test_complete_components_equal_batch_scc_on_every_pair(
 ) -> None:
     """Stepped batch by batch, every pair of each small floor component scored (of a
     large one, its lists' pairs and those two steps apart): batch SCC on the oracle's
-    completed graph of the final points."""
+    completed graph of the final points, up to ties: a point's two edges of one
+    float32 value (near copies: a row's cosines span 1e-4, 6e-8 apart) can leave two
+    clusters at one linkage, and either engine may take either (seed 65 found one).
+    """
     X, cuts = data
+    G = _completed_graph(X, k, floor, most)
+    assume(not _tied(G))
     same: dict[str, Any] = {"linkage": "average", "n_levels": 12, "schedule": "geometric"}
     m = MBSCC(**same, k=k, tau_min=floor, marking="components", complete_max=most)
     scores, at = _cosines(X), 0
     for c in cuts:
         m.partial_fit(X[at : at + c], pair_scores=scores)
         at += c
-    G = _completed_graph(X, k, floor, most)
     ref = SCC(**same, tau_max=1.0, tau_min=floor).fit(graph=G).hierarchy_
     assert _close(_structure(m.hierarchy_), _structure(ref))
 
