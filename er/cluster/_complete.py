@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
+from er.cluster._graph import score_in_chunks
 from er.cluster._hierarchy import Hierarchy
 
 # A pair scored under this is left out of a completed component's graph: it moves any
@@ -42,7 +43,6 @@ PairScores = Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.floatin
 # more to a third (or to each other) in the lists: a match probability of 0.5, more
 # likely a match than not. See complete_components.
 COMPLETE_THROUGH = 0.5
-SCORE_CHUNK = 1_000_000  # pairs per call of the pair scorer (_scored)
 
 
 def complete_components(
@@ -135,7 +135,7 @@ def _with_against(
         at = np.searchsorted(have, key).clip(max=have.size - 1)
         key = key[have[at] != key]
     left, right = key // s, key % s
-    score = _in_chunks(lambda a, b: pair_scores(points[a], points[b]), left, right)
+    score = score_in_chunks(lambda a, b: pair_scores(points[a], points[b]), left, right)
     held = ~np.isnan(score)
     score = np.maximum(score[held], AGAINST_MIN).astype(G.dtype)
     return _with_pairs(G, left[held], right[held], score) if held.any() else G
@@ -149,26 +149,10 @@ def _scored(
     dtype: Any,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[Any]]:
     """The pairs (rows ``left``, ``right``, shape (p,)) that score COMPLETE_MIN or
-    more, and their scores, asked SCORE_CHUNK pairs at a time: a pair model's
-    comparison of free text holds each pair's grams in memory, and 32 million pairs
-    at once took 24 GiB (bench/HISTORY.md). A pair's score does not depend on the
-    others in its call, so the chunks give the scores one call would."""
-    score = _in_chunks(lambda a, b: pair_scores(points[a], points[b]), left, right)
+    more, and their scores, asked in chunks (:func:`score_in_chunks`)."""
+    score = score_in_chunks(lambda a, b: pair_scores(points[a], points[b]), left, right)
     some = score >= COMPLETE_MIN
     return left[some], right[some], score[some].astype(dtype)
-
-
-def _in_chunks(
-    scores: Callable[[NDArray[np.int64], NDArray[np.int64]], Any],
-    left: NDArray[np.int64],
-    right: NDArray[np.int64],
-) -> NDArray[np.float64]:
-    """(p,) ``scores`` of the pairs (left, right), asked SCORE_CHUNK pairs at a time."""
-    chunks = [
-        np.asarray(scores(left[at : at + SCORE_CHUNK], right[at : at + SCORE_CHUNK]), np.float64)
-        for at in range(0, left.size, SCORE_CHUNK)
-    ]
-    return np.concatenate([np.zeros(0), *chunks])
 
 
 def _pairs_to_score(
@@ -382,7 +366,7 @@ def probed(
     by_part = np.argsort(part[x[ask]], kind="stable")
     left = order[np.concatenate(picks_a)].ravel()
     right = order[np.concatenate(picks_b)].ravel()
-    scores = _in_chunks(probe, left, right)
+    scores = score_in_chunks(probe, left, right)
     estimate = np.empty(ask.size)
     estimate[by_part] = scores.reshape(ask.size, PROBE_PAIRS).mean(axis=1)
     keep[ask] = estimate >= at - PROBE_MARGIN

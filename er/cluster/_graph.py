@@ -7,6 +7,7 @@ similarities; a missing entry counts as similarity 0 for average linkage
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,10 +23,30 @@ __all__ = [
     "knn_graph",
     "normalize_rows",
     "pair_similarities",
+    "score_in_chunks",
     "screen_slack",
     "screened_top_k",
     "top_k",
 ]
+
+# Pairs per call of a pair scorer: a pair model's comparison of free text holds each
+# pair's grams in memory, and 32 million pairs at once took 24 GiB (bench/HISTORY.md).
+SCORE_CHUNK = 1_000_000
+
+
+def score_in_chunks(
+    scores: Callable[[NDArray[np.int64], NDArray[np.int64]], Any],
+    left: NDArray[np.int64],
+    right: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """(p,) ``scores`` of the pairs (left, right), each shape (p,), asked SCORE_CHUNK
+    pairs at a time. A pair's score does not depend on the others in its call, so the
+    chunks give the scores one call would."""
+    chunks = [
+        np.asarray(scores(left[at : at + SCORE_CHUNK], right[at : at + SCORE_CHUNK]), np.float64)
+        for at in range(0, left.size, SCORE_CHUNK)
+    ]
+    return np.concatenate([np.zeros(0), *chunks])
 
 
 def top_k(S: NDArray[np.floating], k: int, block: int = 64) -> NDArray[np.int64]:

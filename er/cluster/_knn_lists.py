@@ -19,6 +19,7 @@ from er.cluster._graph import (
     best_per_row,
     knn_lists_graph,
     pair_similarities,
+    score_in_chunks,
     screen_slack,
     screened_top_k,
 )
@@ -255,6 +256,10 @@ class _KnnLists:
         """Score every list's pairs again (a new pair model) and re-sort each list, best
         first; the pairs stay the ones the lists hold.
 
+        Every pair of a large collection's lists at once would not fit in memory (a
+        million mentions' lists hold tens of millions): they are scored in chunks
+        (:func:`score_in_chunks`).
+
         Parameters
         ----------
         scores : callable (left (p,), right (p,)) -> (p,) similarities
@@ -263,7 +268,7 @@ class _KnnLists:
         if rows.size == 0:
             return
         sim = np.full(self.sim.shape, -np.inf, np.float32)
-        sim[rows, cols] = np.asarray(scores(rows.astype(np.int64), self.idx[rows, cols]))
+        sim[rows, cols] = score_in_chunks(scores, rows.astype(np.int64), self.idx[rows, cols])
         self._idx[: self._n], self._sim[: self._n] = best_per_row(self.idx.copy(), sim, self.k)
 
     def graph(self) -> Any:

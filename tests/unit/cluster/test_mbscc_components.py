@@ -420,7 +420,7 @@ def test_a_list_edge_the_pair_scores_put_below_the_floor_still_joins_its_compone
 def test_pairs_are_scored_in_chunks_that_give_one_calls_result(monkeypatch: Any) -> None:
     """The pair scorer is asked SCORE_CHUNK pairs at a time (memory: a pair model's
     free text holds each pair's grams), and the hierarchy is the one of a single call."""
-    from er.cluster import _complete
+    from er.cluster import _graph
 
     rng = np.random.default_rng(7)
     X = np.abs(rng.normal(size=(4, 5))[rng.integers(0, 4, 60)] + 0.2 * rng.normal(size=(60, 5)))
@@ -434,7 +434,7 @@ def test_pairs_are_scored_in_chunks_that_give_one_calls_result(monkeypatch: Any)
     params: dict[str, Any] = {"k": 3, "linkage": "average", "tau_min": 0.3, "n_levels": 12}
     params |= {"marking": "components", "complete_max": 1000, "exact_levels": True}
     whole = MBSCC(**params).partial_fit(X, pair_scores=cosines)
-    monkeypatch.setattr(_complete, "SCORE_CHUNK", 7)
+    monkeypatch.setattr(_graph, "SCORE_CHUNK", 7)
     chunked = MBSCC(**params).partial_fit(X, pair_scores=counted)
     assert max(sizes) <= 7 and sum(sizes) > 7
     assert _structure(chunked.hierarchy_) == _structure(whole.hierarchy_)

@@ -80,6 +80,30 @@ def test_a_rescored_stream_is_the_whole_run_on_the_new_scores(
     assert _structure(stepped.hierarchy_) == _structure(whole.hierarchy_)
 
 
+def test_lists_are_rescored_in_chunks_that_give_one_calls_hierarchy(monkeypatch: Any) -> None:
+    """Every list pair of a large collection at once would not fit in memory: the
+    scorer is asked SCORE_CHUNK pairs at a time, and the hierarchy is the whole run's
+    on the new scores (the oracle of the property test above)."""
+    from er.cluster import _graph
+
+    rng = np.random.default_rng(3)
+    X = np.abs(rng.normal(size=(5, 4))[rng.integers(0, 5, 40)] + 0.3 * rng.normal(size=(40, 4)))
+    old, new, sizes = _scorer(X, 1.0), _scorer(X, 4.0), []
+
+    def counted(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        sizes.append(left.size)
+        return np.asarray(new(left, right))
+
+    monkeypatch.setattr(_graph, "SCORE_CHUNK", 11)
+    stepped = MBSCC(**SAME, k=40)
+    stepped.partial_fit(X[:25], neighbors=_every_pair(old, 0, 25))
+    stepped.rescore(counted)
+    assert max(sizes) <= 11 and sum(sizes) == 25 * 24
+    stepped.partial_fit(X[25:], neighbors=_every_pair(new, 25, 40))
+    whole = MBSCC(**SAME, k=40).partial_fit(X, neighbors=_every_pair(new, 0, 40))
+    assert _structure(stepped.hierarchy_) == _structure(whole.hierarchy_)
+
+
 def test_rescore_before_any_point_is_nothing() -> None:
     core = MBSCC(**SAME)
     core.rescore(_scorer(np.ones((1, 2)), 1.0))
