@@ -70,4 +70,7 @@ def cmd_model(args: argparse.Namespace) -> int:
             f"  fields agreeing together: {len(model.dependence)} agreement patterns "
             f"corrected (down to {worst:+.1f} bits), e.g. a household's\n"
         )
+    if shared := model.counted_once():
+        fields = ", ".join(model.fields[f].name for f in shared)
+        out(f"  counted once where they agree, as a household shares them: {fields}\n")
     return 0

@@ -48,10 +48,13 @@ from numpy.typing import NDArray
 __all__ = [
     "PatternCounts",
     "count_patterns",
+    "dwelling_fields",
     "field_blocks",
     "fit_dependence",
+    "households_seen",
     "pattern_keys",
     "shared_block",
+    "shared_once",
 ]
 
 SYMBOLS = 2  # per field: 0 not agreeing (far or missing), 1 agreeing
@@ -61,6 +64,9 @@ MATCH_SHARE_MAX = 0.1  # matches explain less than this share of the pattern's c
 PLACE_KINDS = frozenset({"address", "place", "postcode"})
 # What the members of one household share: a place and its contacts (issue #53).
 SHARED_KINDS = PLACE_KINDS | {"phone", "email"}
+# A home and its contacts: non-matches that agree on one of these and another shared
+# field share a household; a suburb and a state agreeing are neighbours.
+DWELLING_KINDS = frozenset({"address", "phone", "email"})
 MAX_SHARED = 12  # fields of the shared block at most (4,096 joint patterns)
 # a pattern's key holds one bit per field in an int64: a model of more fields (a wide
 # export, or many free-text fields in four views each) gets no correction at all,
@@ -111,6 +117,75 @@ def shared_block(kinds: Sequence[str]) -> list[int]:
         block += [f for f, k in enumerate(kinds) if k == "category"]
     block = block[:MAX_SHARED]  # its 2^B patterns are enumerated: categories go first
     return sorted(block) if len(block) > 1 else []
+
+
+def dwelling_fields(kinds: Sequence[str]) -> list[int]:
+    """The fields of the shared block (:func:`shared_block`) that name a dwelling or
+    its contacts (DWELLING_KINDS)."""
+    return [f for f in shared_block(kinds) if kinds[f] in DWELLING_KINDS]
+
+
+def households_seen(
+    corrections: Mapping[int, float], n_fields: int, shared: Sequence[int], dwelling: Sequence[int]
+) -> bool:
+    """Whether a learned correction lowers a pattern in which two or more of the
+    ``shared`` fields agree, one of them a ``dwelling`` field: this collection's
+    non-matches share homes (households), and :func:`shared_once` applies. A collection
+    without them (FEBRL's records, each person's own address and phone; its one
+    correction a suburb and a state agreeing, neighbours) keeps the fields' sum: there,
+    two agreeing fields are twice the evidence.
+
+    Parameters
+    ----------
+    corrections : mapping
+        Pattern key -> bits (:func:`fit_dependence`).
+    n_fields : int
+        F, the fields the keys cover.
+    shared, dwelling : sequences of int
+        :func:`shared_block` and :func:`dwelling_fields`.
+    """
+    if len(shared) < 2 or not dwelling or not corrections:
+        return False
+    keys = np.array(sorted(corrections), np.int64)
+    symbols = _decode(keys, n_fields)
+    agree = symbols[:, list(shared)].sum(axis=1) >= 2
+    home = symbols[:, list(dwelling)].any(axis=1)
+    bits = np.array([corrections[k] for k in keys.tolist()])
+    return bool(np.any(agree & home & (bits < 0)))
+
+
+def shared_once(
+    weights: NDArray[np.float64], shared: Sequence[int], correction: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """(p,) each pair's field weights summed with its pattern's correction, a
+    household's shared fields counted as one piece of evidence.
+
+    Two different people agree on several of a household's fields together about as
+    often as they agree on the rarest one (they share the household): so where the
+    shared fields agree, the block weighs its strongest agreeing field, plus the fields
+    it disagrees on, never more than its weights summed with the learned correction.
+    The rarest field's u and the random-pair prior both fall as 1/n, so a household
+    pair's probability holds as the collection grows, where the sum of k such fields
+    gains (k - 1) log2(n) bits over the prior and outgrows a correction counted on a
+    sample (issue #53; bench/RESULTS.md, "Entity resolution quality on held-out sets
+    (issue #53)").
+
+    Parameters
+    ----------
+    weights : ndarray of float64, shape (p, F)
+        Each pair's per-field weights in bits.
+    shared : sequence of int
+        :func:`shared_block` where :func:`households_seen` (none: the plain sum).
+    correction : ndarray of float64, shape (p,)
+        Each pair's learned correction (:func:`dependence_bits`).
+    """
+    total = np.asarray(weights.sum(axis=1) + correction, np.float64)
+    if len(shared) < 2:
+        return total
+    block = weights[:, list(shared)]
+    summed = block.sum(axis=1) + correction
+    once = np.maximum(block.max(axis=1), 0.0) + np.minimum(block, 0.0).sum(axis=1)
+    return np.asarray(total - summed + np.minimum(summed, once), np.float64)
 
 
 @dataclass(frozen=True)

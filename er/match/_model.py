@@ -39,7 +39,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from er.match._compare import LADDERS, compare_field, compare_views
-from er.match._dependence import dependence_bits
+from er.match._dependence import (
+    dependence_bits,
+    dwelling_fields,
+    households_seen,
+    shared_block,
+    shared_once,
+)
 from er.match._table import FieldTable
 from er.match._views import IDENTITY_KINDS
 
@@ -276,8 +282,16 @@ class PairModel:
     ) -> NDArray[np.float64]:
         """(p,) match weights from the per-field weights and levels, each (p, n_fields)."""
         prior = _logit2(self.prior_at(population))
-        total = prior + w.sum(axis=1) + dependence_bits(self.dependence, levels)
-        return np.asarray(total, np.float64)
+        return prior + shared_once(w, self.counted_once(), dependence_bits(self.dependence, levels))
+
+    def counted_once(self) -> list[int]:
+        """The fields a household shares, counted as one piece of evidence where the
+        training sample showed households (er.match._dependence.households_seen); []
+        where it did not."""
+        kinds = [fw.kind for fw in self.fields]
+        shared, dwelling = shared_block(kinds), dwelling_fields(kinds)
+        seen = households_seen(self.dependence, len(kinds), shared, dwelling)
+        return shared if seen else []
 
     def against(
         self,
@@ -330,7 +344,8 @@ class PairModel:
         return {
             "fields": fields,
             "prior_weight": _logit2(self.prior_at(population)),
-            "dependence_weight": float(dependence_bits(self.dependence, lv)[0]),
+            # the learned correction and the shared fields counted once (shared_once)
+            "dependence_weight": total - _logit2(self.prior_at(population)) - float(w.sum()),
             "match_weight": total,
             "probability": float(_probability(np.array([total]))[0]),
         }

@@ -45,9 +45,12 @@ from er.match._dependence import (
     PatternCounts,
     count_patterns,
     dependence_bits,
+    dwelling_fields,
     field_blocks,
     fit_dependence,
+    households_seen,
     shared_block,
+    shared_once,
 )
 from er.match._model import FieldWeights, PairModel, level_bits, one_sided_fields
 from er.match._table import FieldTable
@@ -186,6 +189,7 @@ def train_pair_model(
             blocks,
             anchors_of(cand_levels, kinds, [len(p.m) for p in protos]),
             shared_block(kinds),
+            dwelling_fields(kinds),
         )
         m, u, prior, dependence = fit.m, fit.u, fit.prior, fit.dependence
         method = "em"
@@ -232,6 +236,7 @@ def _fit_unsupervised(
     blocks: list[list[int]],
     anchors: Anchors | None = None,
     shared: Sequence[int] = (),
+    dwelling: Sequence[int] = (),
 ) -> _Fit:
     """m, u, the prior and the dependence correction without labels (module docstring):
     EM alternating with the dependence correction; then, while the closure of EM's
@@ -256,13 +261,15 @@ def _fit_unsupervised(
         The candidates each field's m is counted on (er.match._anchors).
     shared : sequence of int, optional
         The fields a household shares (er.match._dependence.shared_block).
+    dwelling : sequence of int, optional
+        Those of them that name a home (er.match._dependence.dwelling_fields).
     """
     rl, rr = rand
     n_levels = [mf.size for mf in blank_m]
     patterns = _pattern_counts(rand_levels, rand, cand_levels, candidates, n)
     u = [_frequencies(rand_levels[:, f], k) for f, k in enumerate(n_levels)]
     total = max(n * (n - 1) // 2, 1)
-    fields = (blocks, shared)
+    fields = (blocks, shared, dwelling)
     fit = _em_rounds(
         cand_levels, blank_m, u, total, one_sided, (patterns, None), fields, None, 0.0, anchors
     )
@@ -295,7 +302,7 @@ def _em_rounds(
     total: int,
     one_sided: Sequence[bool],
     counted: tuple[PatternCounts, NDArray[np.bool_] | None],
-    fields: tuple[list[list[int]], Sequence[int]],
+    fields: tuple[list[list[int]], Sequence[int], Sequence[int]],
     start: _Fit | None,
     beyond: float,
     anchors: Anchors | None = None,
@@ -306,7 +313,7 @@ def _em_rounds(
     correction's blocks of matches (field_blocks) and the fields households share
     (shared_block)."""
     patterns, held = counted
-    blocks, shared = fields
+    blocks, shared, dwelling = fields
     m = blank_m if start is None else start.m
     dependence = {} if start is None else start.dependence
     prior, post = 0.5, np.zeros(cand_levels.shape[0])
@@ -322,6 +329,7 @@ def _em_rounds(
             start=m,
             beyond=beyond,
             anchors=anchors,
+            shared=shared if households_seen(dependence, len(m), shared, dwelling) else (),
         )
         # the first count judges patterns by the starting m: EM's first fit has
         # taken the households for matches (their names and dates "disagree" in
@@ -493,6 +501,7 @@ def _fit_em(
     start: list[NDArray[np.float64]] | None = None,
     beyond: float = 0.0,
     anchors: Anchors | None = None,
+    shared: Sequence[int] = (),
 ) -> tuple[list[NDArray[np.float64]], float, NDArray[np.float64]]:
     """EM for m and the prior with u fixed.
 
@@ -518,6 +527,9 @@ def _fit_em(
         The candidates each field's m is counted on (er.match._anchors); a field
         whose anchors hold too few expected matches, or None, is counted on every
         candidate.
+    shared : sequence of int, optional
+        The fields a household shares, counted once as in scoring where the sample
+        shows households (er.match._dependence.shared_once).
 
     Returns
     -------
@@ -538,8 +550,8 @@ def _fit_em(
         return m, prior, post
     sides = list(one_sided) if one_sided is not None else [False] * len(m)
     for _ in range(EM_ITERATIONS):
-        w = np.log2(prior / (1 - prior)) + extra
-        w = w + sum(level_bits(m[f], u[f], sides[f])[levels[:, f]] for f in range(len(m)))
+        bits = np.stack([level_bits(m[f], u[f], sides[f])[levels[:, f]] for f in range(len(m))], 1)
+        w = np.log2(prior / (1 - prior)) + shared_once(bits, shared, extra)
         post = 1.0 / (1.0 + np.exp2(-np.clip(w, -60, 60)))
         new_m = [
             _frequencies(levels[:, f], len(m[f]), anchored(post, anchors, f), pseudo[f])

@@ -110,10 +110,10 @@ def test_field_blocks_group_a_place_and_a_name() -> None:
     assert field_blocks(["address", "place", "category", "email"]) == [[0, 1, 2]]
 
 
-def _households_table(seed: int) -> tuple[FieldTable, list[str], list[str]]:
-    """People in households of two (shared surname, address, suburb and phone; own
-    given name, birth date and id), each person in two records with a typo in one
-    field; gold entity per record."""
+def _households_table(seed: int, members: int = 2) -> tuple[FieldTable, list[str], list[str]]:
+    """300 people in households of ``members`` (shared surname, address, suburb and
+    phone; own given name, birth date and id), each person in two records with a typo
+    in one field; gold entity per record."""
     rng = np.random.default_rng(seed)
     fields = ["given", "surname", "dob", "id", "phone", "address", "suburb"]
     kinds = ["person_name", "person_name", "date", "identifier", "phone", "address", "place"]
@@ -126,9 +126,9 @@ def _households_table(seed: int) -> tuple[FieldTable, list[str], list[str]]:
     def digits(k: int) -> str:
         return "".join(str(d) for d in rng.integers(0, 10, k))
 
-    for h in range(150):
+    for h in range(300 // members):
         shared = [word(7), digits(10), f"{rng.integers(1, 300)} {word(6)} st", word(8)]
-        for p in range(2):
+        for p in range(members):
             y, mo, d = rng.integers(40, 99), rng.integers(1, 13), rng.integers(1, 29)
             own = [word(6), f"19{y}{mo:02d}{d:02d}", digits(9)]
             for r in range(2):
