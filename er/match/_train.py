@@ -310,8 +310,9 @@ def _em_rounds(
     """EM and the dependence correction in turn, DEPENDENCE_ROUNDS times, from ``start``
     (None: the starting m and no correction), over ``total`` pairs. ``counted``: the
     pattern counts, and which candidates they hold (None: every one). ``fields``: the
-    correction's blocks of matches (field_blocks) and the fields households share
-    (shared_block)."""
+    correction's blocks of matches (field_blocks), the fields households share
+    (shared_block) and those of them that name a home (dwelling_fields): from the round
+    whose correction shows households (households_seen), EM counts the shared as one."""
     patterns, held = counted
     blocks, shared, dwelling = fields
     m = blank_m if start is None else start.m
