@@ -295,6 +295,19 @@ def _splink_design(cl: Any, block_on: Any, fields: set[str], family: str) -> tup
             comps.append(cl.JaroWinklerAtThresholds("coauthors", [0.9, 0.7]))
         first = block_on(f"substr({name}, 1, 4)")
         return comps, [first, block_on(f"substr({name}, 5, 4)")], [first], [block_on(name)]
+    if family == "restaurants":
+        comps = [
+            cl.JaroWinklerAtThresholds("name", [0.95, 0.88, 0.7]).configure(
+                term_frequency_adjustments=True
+            ),
+            cl.JaroWinklerAtThresholds("addr", [0.95, 0.85]),
+            cl.ExactMatch("city").configure(term_frequency_adjustments=True),
+            cl.LevenshteinAtThresholds("phone", [1, 2]),
+            cl.ExactMatch("type"),
+        ]
+        first = block_on("substr(name, 1, 4)")
+        blocks = [block_on("phone"), first, block_on("city", "substr(addr, 1, 4)")]
+        return comps, blocks, [block_on("city"), first], [block_on("phone")]
     given = next(
         f for f in ("given_name", "first_name", "fname_c1", "inventor_name_first") if f in fields
     )

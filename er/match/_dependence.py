@@ -45,6 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from er.match._anchors import STRICT_KINDS
+
 __all__ = [
     "PatternCounts",
     "count_patterns",
@@ -125,33 +127,36 @@ def dwelling_fields(kinds: Sequence[str]) -> list[int]:
     return [f for f in shared_block(kinds) if kinds[f] in DWELLING_KINDS]
 
 
-def households_seen(
-    corrections: Mapping[int, float], n_fields: int, shared: Sequence[int], dwelling: Sequence[int]
-) -> bool:
+def households_seen(corrections: Mapping[int, float], kinds: Sequence[str]) -> bool:
     """Whether a learned correction lowers a pattern in which two or more of the
-    ``shared`` fields agree, one of them a ``dwelling`` field: this collection's
-    non-matches share homes (households), and :func:`shared_once` applies. A collection
-    without them (FEBRL's records, each person's own address and phone; its one
-    correction a suburb and a state agreeing, neighbours) keeps the fields' sum: there,
-    two agreeing fields are twice the evidence.
+    shared fields (:func:`shared_block`) agree, one of them a dwelling field
+    (:func:`dwelling_fields`), and no date or identifier agrees: this collection's
+    non-matches share homes (households), and :func:`shared_once` applies. Two people
+    of one household share the home, not a birth date and an id; a pattern that agrees
+    on those as well is one person's records (FEBRL3 thinned: matches whose two names
+    were both mistyped). A collection without households (FEBRL's records, each
+    person's own address and phone; its one correction a suburb and a state agreeing,
+    neighbours) keeps the fields' sum: there, two agreeing fields are twice the
+    evidence.
 
     Parameters
     ----------
     corrections : mapping
         Pattern key -> bits (:func:`fit_dependence`).
-    n_fields : int
-        F, the fields the keys cover.
-    shared, dwelling : sequences of int
-        :func:`shared_block` and :func:`dwelling_fields`.
+    kinds : sequence of str
+        The type of each of the F fields the keys cover.
     """
+    shared, dwelling = shared_block(kinds), dwelling_fields(kinds)
     if len(shared) < 2 or not dwelling or not corrections:
         return False
+    strict = [f for f, k in enumerate(kinds) if k in STRICT_KINDS]
     keys = np.array(sorted(corrections), np.int64)
-    symbols = _decode(keys, n_fields)
-    agree = symbols[:, list(shared)].sum(axis=1) >= 2
-    home = symbols[:, list(dwelling)].any(axis=1)
+    symbols = _decode(keys, len(kinds))
+    agree = symbols[:, shared].sum(axis=1) >= 2
+    home = symbols[:, dwelling].any(axis=1)
+    person = symbols[:, strict].any(axis=1)
     bits = np.array([corrections[k] for k in keys.tolist()])
-    return bool(np.any(agree & home & (bits < 0)))
+    return bool(np.any(agree & home & ~person & (bits < 0)))
 
 
 def shared_once(

@@ -41,7 +41,6 @@ from numpy.typing import NDArray
 from er.match._compare import LADDERS, compare_field, compare_views
 from er.match._dependence import (
     dependence_bits,
-    dwelling_fields,
     households_seen,
     shared_block,
     shared_once,
@@ -289,9 +288,7 @@ class PairModel:
         training sample showed households (er.match._dependence.households_seen); []
         where it did not."""
         kinds = [fw.kind for fw in self.fields]
-        shared, dwelling = shared_block(kinds), dwelling_fields(kinds)
-        seen = households_seen(self.dependence, len(kinds), shared, dwelling)
-        return shared if seen else []
+        return shared_block(kinds) if households_seen(self.dependence, kinds) else []
 
     def against(
         self,

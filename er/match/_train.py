@@ -45,7 +45,6 @@ from er.match._dependence import (
     PatternCounts,
     count_patterns,
     dependence_bits,
-    dwelling_fields,
     field_blocks,
     fit_dependence,
     households_seen,
@@ -188,8 +187,7 @@ def train_pair_model(
             sides,
             blocks,
             anchors_of(cand_levels, kinds, [len(p.m) for p in protos]),
-            shared_block(kinds),
-            dwelling_fields(kinds),
+            kinds,
         )
         m, u, prior, dependence = fit.m, fit.u, fit.prior, fit.dependence
         method = "em"
@@ -235,8 +233,7 @@ def _fit_unsupervised(
     one_sided: Sequence[bool],
     blocks: list[list[int]],
     anchors: Anchors | None = None,
-    shared: Sequence[int] = (),
-    dwelling: Sequence[int] = (),
+    kinds: Sequence[str] = (),
 ) -> _Fit:
     """m, u, the prior and the dependence correction without labels (module docstring):
     EM alternating with the dependence correction; then, while the closure of EM's
@@ -259,17 +256,16 @@ def _fit_unsupervised(
         Field blocks of the dependence correction (er.match._dependence.field_blocks).
     anchors : Anchors, optional
         The candidates each field's m is counted on (er.match._anchors).
-    shared : sequence of int, optional
-        The fields a household shares (er.match._dependence.shared_block).
-    dwelling : sequence of int, optional
-        Those of them that name a home (er.match._dependence.dwelling_fields).
+    kinds : sequence of str, optional
+        The type of each field: which of them a household shares
+        (er.match._dependence.shared_block, households_seen); none when empty.
     """
     rl, rr = rand
     n_levels = [mf.size for mf in blank_m]
     patterns = _pattern_counts(rand_levels, rand, cand_levels, candidates, n)
     u = [_frequencies(rand_levels[:, f], k) for f, k in enumerate(n_levels)]
     total = max(n * (n - 1) // 2, 1)
-    fields = (blocks, shared, dwelling)
+    fields = (blocks, kinds)
     fit = _em_rounds(
         cand_levels, blank_m, u, total, one_sided, (patterns, None), fields, None, 0.0, anchors
     )
@@ -302,7 +298,7 @@ def _em_rounds(
     total: int,
     one_sided: Sequence[bool],
     counted: tuple[PatternCounts, NDArray[np.bool_] | None],
-    fields: tuple[list[list[int]], Sequence[int], Sequence[int]],
+    fields: tuple[list[list[int]], Sequence[str]],
     start: _Fit | None,
     beyond: float,
     anchors: Anchors | None = None,
@@ -310,11 +306,12 @@ def _em_rounds(
     """EM and the dependence correction in turn, DEPENDENCE_ROUNDS times, from ``start``
     (None: the starting m and no correction), over ``total`` pairs. ``counted``: the
     pattern counts, and which candidates they hold (None: every one). ``fields``: the
-    correction's blocks of matches (field_blocks), the fields households share
-    (shared_block) and those of them that name a home (dwelling_fields): from the round
-    whose correction shows households (households_seen), EM counts the shared as one."""
+    correction's blocks of matches (field_blocks) and each field's type: from the round
+    whose correction shows households (households_seen), EM counts the fields they
+    share (shared_block) once."""
     patterns, held = counted
-    blocks, shared, dwelling = fields
+    blocks, kinds = fields
+    shared = shared_block(kinds)
     m = blank_m if start is None else start.m
     dependence = {} if start is None else start.dependence
     prior, post = 0.5, np.zeros(cand_levels.shape[0])
@@ -330,7 +327,7 @@ def _em_rounds(
             start=m,
             beyond=beyond,
             anchors=anchors,
-            shared=shared if households_seen(dependence, len(m), shared, dwelling) else (),
+            shared=shared if households_seen(dependence, kinds) else (),
         )
         # the first count judges patterns by the starting m: EM's first fit has
         # taken the households for matches (their names and dates "disagree" in

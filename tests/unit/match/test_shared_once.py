@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from er.match import train_pair_model
 from er.match._dependence import (
-    dwelling_fields,
     households_seen,
     pattern_keys,
     shared_block,
@@ -106,7 +105,7 @@ def test_a_disagreeing_shared_field_counts_and_the_learned_correction_can_lower(
 
 
 def _seen(corrections: dict[int, float], kinds: list[str]) -> bool:
-    return households_seen(corrections, len(kinds), shared_block(kinds), dwelling_fields(kinds))
+    return households_seen(corrections, kinds)
 
 
 def _key(pattern: list[int]) -> int:
@@ -126,6 +125,16 @@ def test_households_are_seen_on_two_shared_fields_agreeing_one_a_home() -> None:
     febrl = ["person_name", "person_name", "address", "place", "postcode", "category"]
     assert not _seen({_key([2, 2, 1, 2, 1, 2]): -2.84}, febrl)  # suburb and state
     assert _seen({_key([1, 2, 2, 2, 1, 2]): -2.84}, febrl)  # the address with them
+
+
+def test_a_pattern_agreeing_on_a_date_or_an_id_is_no_household() -> None:
+    """Two people of one household share the home, not a birth date or an id: a lowered
+    pattern that agrees on those too is one person's records (FEBRL3 thinned, both
+    names mistyped), and shows no households."""
+    with_id = ["person_name", "date", "address", "postcode", "identifier"]
+    assert _seen({_key([1, 1, 2, 2, 1]): -10.0}, with_id)  # address and postcode agree
+    assert not _seen({_key([1, 2, 2, 2, 1]): -10.0}, with_id)  # the date agrees too
+    assert not _seen({_key([1, 1, 2, 2, 2]): -10.0}, with_id)  # the id agrees too
 
 
 @pytest.mark.parametrize(("members", "once"), [(2, True), (1, False)])
