@@ -150,8 +150,7 @@ def _named_by_phrase(key: str, values: list[str]) -> bool:
 def _checked(kind: str, values: list[str]) -> str:
     """The header's type, unless the values are plainly another's: sentences are text
     (a "title" of a patent, a "name" holding a firm and its address), a "name" with
-    legal or institutional words, or of many words, an organisation's, an "address" of
-    whole numbers a number."""
+    legal or institutional words, or of many words, an organisation's."""
     if not values:
         return kind
     if kind in ("date", "email", "phone"):
@@ -162,8 +161,8 @@ def _checked(kind: str, values: list[str]) -> str:
     if kind in ("number", "postcode"):
         return kind
     if kind == "address" and _integers(values):
-        # a house number alone ("street_number") is no home: hundreds of homes share it
-        return "number"
+        # a house number alone ("street_number"): a code that many homes share
+        return "category"
     if _sentences(values):
         return "text"
     if kind == "person_name":

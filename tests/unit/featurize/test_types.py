@@ -206,3 +206,18 @@ def test_a_bare_name_column_of_businesses_is_an_organisation(seed: int, n: int) 
         "Name": "person_name",
         "author_name": "person_name",
     }
+
+
+def test_a_house_number_alone_is_a_category_not_a_home() -> None:
+    """FEBRL's "street_number" holds whole numbers that hundreds of homes share: a code
+    compared equal or not, not an address (a dwelling field of the household gate,
+    er.match._dependence.households_seen); the street beside it stays an address."""
+    rng = random.Random(3)
+    records = [
+        {"street_number": str(rng.randrange(1, 2000)), "address_1": f"{rng.randrange(400)} high st"}
+        for _ in range(200)
+    ]
+    assert infer_field_types(records, ["street_number", "address_1"]) == {
+        "street_number": "category",
+        "address_1": "address",
+    }
