@@ -132,14 +132,16 @@ def _type_of(name: str, values: list[str]) -> str:
 # grill", "arnie mortons of chicago") and not a person's ("de", "van", "la" do both).
 _CONNECTIVES = frozenset({"the", "of", "and", "&", "at", "for", "on"})
 _WORD_SPLIT = re.compile(r"[^a-z&]+|(?=&)|(?<=&)")
-CONNECTIVE_SHARE = 0.05  # of a bare "name" column's values: one in ten restaurants'
+# A bare "name" column is a business's when this share of its values holds a connective:
+# between the restaurants' and the person-name columns' shares (bench/RESULTS.md,
+# "Entity resolution quality on held-out sets (issue #53)").
+CONNECTIVE_SHARE = 0.05
 
 
 def _named_by_phrase(key: str, values: list[str]) -> bool:
     """A bare "name" column whose values are phrases: CONNECTIVE_SHARE of them or more
-    hold a connective word. A person's names hold one in under 1.5% of values
-    (the first and last names of PatentsView's inventors, pseudopeople, RLdata, FEBRL);
-    a header that names whose name it is ("author_name") is taken at its word."""
+    hold a connective word. A header that names whose name it is ("author_name") is
+    taken at its word."""
     if key not in ("name", "names") or not values:
         return False
     sample = values[:2000]
