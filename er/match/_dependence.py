@@ -50,7 +50,6 @@ from er.match._anchors import STRICT_KINDS
 __all__ = [
     "PatternCounts",
     "count_patterns",
-    "dwelling_fields",
     "field_blocks",
     "fit_dependence",
     "households_seen",
@@ -121,16 +120,10 @@ def shared_block(kinds: Sequence[str]) -> list[int]:
     return sorted(block) if len(block) > 1 else []
 
 
-def dwelling_fields(kinds: Sequence[str]) -> list[int]:
-    """The fields of the shared block (:func:`shared_block`) that name a dwelling or
-    its contacts (DWELLING_KINDS)."""
-    return [f for f in shared_block(kinds) if kinds[f] in DWELLING_KINDS]
-
-
 def households_seen(corrections: Mapping[int, float], kinds: Sequence[str]) -> bool:
     """Whether a learned correction lowers a pattern in which two or more of the
-    shared fields (:func:`shared_block`) agree, one of them a dwelling field
-    (:func:`dwelling_fields`), and no date or identifier agrees: this collection's
+    shared fields (:func:`shared_block`) agree, one of them naming a home or its
+    contacts (DWELLING_KINDS), and no date or identifier agrees: this collection's
     non-matches share homes (households), and :func:`shared_once` applies. Two people
     of one household share the home, not a birth date and an id; a pattern that agrees
     on those as well is one person's records (FEBRL3 thinned: matches whose two names
@@ -146,7 +139,8 @@ def households_seen(corrections: Mapping[int, float], kinds: Sequence[str]) -> b
     kinds : sequence of str
         The type of each of the F fields the keys cover.
     """
-    shared, dwelling = shared_block(kinds), dwelling_fields(kinds)
+    shared = shared_block(kinds)
+    dwelling = [f for f in shared if kinds[f] in DWELLING_KINDS]
     if len(shared) < 2 or not dwelling or not corrections:
         return False
     strict = [f for f, k in enumerate(kinds) if k in STRICT_KINDS]
