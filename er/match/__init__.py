@@ -10,6 +10,7 @@ Depends on numpy, rapidfuzz, jellyfish and nicknames; no store, no clustering co
 
 from er.match._compare import LADDERS, Ladder, compare_field
 from er.match._model import FieldWeights, PairModel
+from er.match._recount import recounted_u
 from er.match._table import FieldTable
 from er.match._train import random_pairs, train_pair_model
 
@@ -21,5 +22,6 @@ __all__ = [
     "PairModel",
     "compare_field",
     "random_pairs",
+    "recounted_u",
     "train_pair_model",
 ]

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from er.ann._index import exact_search
 from er.exceptions import ERError
 from er.featurize import Featurizer, FeaturizerConfig
-from er.match import FieldTable, PairModel, train_pair_model
+from er.match import FieldTable, PairModel, recounted_u, train_pair_model
 from er.match._anchors import PERSONAL_KINDS
 from er.pipeline.config import _featurizer, field_types, stored_model
 from er.stores.sql import Mention, find_collection, lock_collection
@@ -71,25 +71,35 @@ def train_on_batch(
 # once the collection holds GROWTH_RETRAIN mentions the writer trains the next version
 # itself, on all of them, like `er train` (bench/HISTORY.md, 2026-11-25). Only a
 # first-batch model is replaced so: a model from `er train` or from gold labels stays
-# until the user retrains. Nor is a free-text collection's first model (its text in
-# views) that EM fitted: EM on more strings takes more near non-matches (organisations
-# of one city) for matches, and the retrained model scores worse than the first
-# (bench/HISTORY.md, 2026-11-27); one whose fit failed (a first batch of originals
+# until the user retrains. A free-text collection's first model (its text in views)
+# that EM fitted keeps what EM fitted and has its u counted again (er.match.recounted_u):
+# EM on more strings takes near non-matches (organisations of one city) for matches
+# (bench/HISTORY.md, 2026-11-27). One whose fit failed (a first batch of originals
 # alone, EM's fallback prior) is retrained as any other.
 GROWTH_RETRAIN = 10_000
 
 
 def grown_past_first_model(model: PairModel, population: int) -> bool:
-    """Whether the writer retrains now: ``model`` is the first batch's (version 1,
-    unsupervised, on fewer than GROWTH_RETRAIN records; not free text in views that
-    EM fitted) and the collection holds ``population`` >= GROWTH_RETRAIN mentions."""
-    fitted_views = model.method == "em" and model.compares_views
+    """Whether the writer replaces its model now (:func:`grown_model`): ``model`` is the
+    first batch's (version 1, unsupervised, on fewer than GROWTH_RETRAIN records) and
+    the collection holds ``population`` >= GROWTH_RETRAIN mentions."""
     return (
         model.version == 1
         and model.method != "gold"
-        and not fitted_views
         and model.n_train < GROWTH_RETRAIN <= population
     )
+
+
+def grown_model(
+    table: FieldTable, config: Mapping[str, Any], X: NDArray[np.float32], held: PairModel
+) -> PairModel:
+    """The next version of ``held`` once the collection has grown past it: free text in
+    views that EM fitted with its u counted on the records of ``table``
+    (:func:`er.match.recounted_u`), any other model trained anew on them
+    (:func:`train_on_collection`; ``X``, shape (len(table), d), their vectors)."""
+    if held.method == "em" and held.compares_views:
+        return recounted_u(held, table, seed=TRAIN_SEED, version=held.version + 1)
+    return train_on_collection(table, config, X, held.version + 1, held=held)
 
 
 def train_on_collection(

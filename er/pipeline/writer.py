@@ -65,7 +65,7 @@ from er.pipeline.state import (
     _State,
     _take_state,
 )
-from er.pipeline.train import grown_past_first_model, train_on_batch, train_on_collection
+from er.pipeline.train import grown_model, grown_past_first_model, train_on_batch
 from er.stores.graph import GraphStore
 from er.stores.sql import (
     Batch,
@@ -425,7 +425,7 @@ class _BatchJob:
             model = train_on_batch(state.table, self.config, idx, first)
         elif grown_past_first_model(model, population):  # search indexed this batch
             X = _vectors(state.index, population)
-            model = train_on_collection(state.table, self.config, X, model.version + 1, held=model)
+            model = grown_model(state.table, self.config, X, model)
         state.model = model
         table = state.table
 

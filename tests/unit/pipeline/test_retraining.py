@@ -20,12 +20,12 @@ def _model(method: str, views: bool) -> PairModel:
     ("method", "views", "retrained"),
     [
         ("em", False, True),  # people, firms: the first batch held too few duplicates
-        ("em", True, False),  # free text EM fitted: kept (EM on more takes near non-matches)
+        ("em", True, True),  # free text EM fitted: its u counted again (grown_model)
         ("prior", True, True),  # free text whose first fit failed: retrained
         ("gold", False, False),  # counted from labels: the user's
     ],
 )
-def test_the_writer_retrains_a_first_model_unless_free_text_em_fitted_or_gold(
+def test_the_writer_replaces_a_first_model_unless_counted_from_gold(
     method: str, views: bool, retrained: bool
 ) -> None:
     model = _model(method, views)
