@@ -1,17 +1,16 @@
 """A free-text model's u counted again on its grown collection.
 
-Random non-matches almost never reach the upper levels of free text's views
-(er.match._views), so their u, counted over random pairs of the first batch, is
-mostly the few matches among those pairs: about the sample's prior times m, and each
-upper level then weighs about -log2 of that prior whatever its m. A first batch drawn
-from a large collection holds fewer duplicates per record than one drawn from a small
-one, so its views weigh more and near non-matches (a household's members,
-organisations of one street) join. :func:`recounted_u` counts u again over random
-pairs of the grown collection and keeps what EM fitted (m, the prior) and the
-document frequencies the levels are read with: EM on more strings takes near
-non-matches for matches, and under new document frequencies a match's levels move
-away from the first batch's m (the measurements: bench/RESULTS.md, "Entity resolution
-quality on held-out sets (issue #53)").
+The views of free text (er.match._views) read their levels with document frequencies
+frozen from the training sample, so that a replayed batch scores alike. A first model
+knows its first batch alone: on a collection ten or thirty times larger most words
+are ones that batch never saw, each weighed as the rarest, and the views' upper levels
+("both rarest words shared" above all) are reached by more non-matches than they were
+among the first batch's pairs, whose u counted them. :func:`recounted_u` counts u again
+over random pairs of the grown collection, read with the same frozen frequencies, and
+keeps what EM fitted (m, the prior). EM itself is not run again: on more strings it
+takes near non-matches for matches; nor are the frequencies counted again: a match's
+levels would then move away from the first batch's m (the measurements:
+bench/RESULTS.md, "Entity resolution quality on held-out sets (issue #53)").
 """
 
 from __future__ import annotations
