@@ -17,9 +17,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-from numpy.typing import NDArray
-
 from er.match._model import PairModel
 from er.match._table import FieldTable
 from er.match._train import RANDOM_PAIRS, _frequencies, random_pairs
@@ -47,13 +44,8 @@ def recounted_u(model: PairModel, table: FieldTable, *, seed: int, version: int)
     """
     rl, rr = random_pairs(len(table), RANDOM_PAIRS, seed)
     levels = model.levels(table, rl, rr)
+    u = [tuple(_frequencies(levels[:, j], len(f.m)).tolist()) for j, f in enumerate(model.fields)]
     fields = tuple(
-        f if f.source is None else replace(f, u=_shares(levels[:, j], len(f.m)))
-        for j, f in enumerate(model.fields)
+        f if f.source is None else replace(f, u=u_f) for f, u_f in zip(model.fields, u, strict=True)
     )
     return replace(model, fields=fields, version=version)
-
-
-def _shares(levels: NDArray[np.int8], n_levels: int) -> tuple[float, ...]:
-    """Each level's smoothed share among ``levels`` (shape (p,)), as training counts u."""
-    return tuple(_frequencies(levels, n_levels).tolist())

@@ -8,7 +8,7 @@ every later batch is scored by it until a retraining stores a newer version.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -91,15 +91,19 @@ def grown_past_first_model(model: PairModel, population: int) -> bool:
 
 
 def grown_model(
-    table: FieldTable, config: Mapping[str, Any], X: NDArray[np.float32], held: PairModel
+    table: FieldTable,
+    config: Mapping[str, Any],
+    vectors: Callable[[], NDArray[np.float32]],
+    held: PairModel,
 ) -> PairModel:
     """The next version of ``held`` once the collection has grown past it: free text in
     views that EM fitted with its u counted on the records of ``table``
     (:func:`er.match.recounted_u`), any other model trained anew on them
-    (:func:`train_on_collection`; ``X``, shape (len(table), d), their vectors)."""
+    (:func:`train_on_collection`, on their vectors, shape (len(table), d), which
+    ``vectors`` reads only then)."""
     if held.method == "em" and held.compares_views:
         return recounted_u(held, table, seed=TRAIN_SEED, version=held.version + 1)
-    return train_on_collection(table, config, X, held.version + 1, held=held)
+    return train_on_collection(table, config, vectors(), held.version + 1, held=held)
 
 
 def train_on_collection(

@@ -424,8 +424,10 @@ class _BatchJob:
         if model is None:  # the collection's first batch: train on it (issue #29)
             model = train_on_batch(state.table, self.config, idx, first)
         elif grown_past_first_model(model, population):  # search indexed this batch
-            X = _vectors(state.index, population)
-            model = grown_model(state.table, self.config, X, model)
+            index = state.index
+            model = grown_model(
+                state.table, self.config, lambda: _vectors(index, population), model
+            )
         state.model = model
         table = state.table
 
