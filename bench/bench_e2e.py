@@ -92,7 +92,21 @@ def _batches(url: str) -> list[dict[str, Any]]:
             break
         resolved += n
         latency = (finished - created).total_seconds()
-        out.append({"seq": seq, "resolved": resolved, "timings": timings, "latency_s": latency})
+        out.append(
+            {
+                "seq": seq,
+                "resolved": resolved,
+                "timings": timings,
+                "latency_s": latency,
+                "finished": finished,
+            }
+        )
+    # the batches of one writer step finish together and carry the step's timings
+    step = np.unique([b["finished"] for b in out], return_inverse=True)[1]
+    sizes = np.bincount(step) if out else np.zeros(0, np.int64)
+    for b, g in zip(out, step, strict=True):
+        b["step_batches"] = int(sizes[g])
+        del b["finished"]
     return out
 
 
@@ -111,6 +125,7 @@ def _summary(batches: list[dict[str, Any]], at: int, width: int) -> dict[str, An
     ends = np.array([b["resolved"] for b in batches])
     near = [batches[i] for i in np.argsort(np.abs(ends - at), kind="stable")[:width]]
     work = [writer_seconds(b["timings"]) for b in near]
+    per_batch = [w / b.get("step_batches", 1) for w, b in zip(work, near, strict=True)]
     lat = [b["latency_s"] for b in near]
     return {
         "resolved": at,
@@ -119,6 +134,9 @@ def _summary(batches: list[dict[str, Any]], at: int, width: int) -> dict[str, An
         "work_p95_s": round(float(np.percentile(work, 95)), 3),
         "latency_p50_s": round(float(np.percentile(lat, 50)), 3),
         "latency_p95_s": round(float(np.percentile(lat, 95)), 3),
+        # a step of several batches (a backlog) charged to each of them
+        "work_per_batch_p50_s": round(float(np.percentile(per_batch, 50)), 3),
+        "step_batches": [b.get("step_batches", 1) for b in near],
         "stages_s": recent_work([(0, b["timings"], None) for b in near])["stages_s"],
     }
 

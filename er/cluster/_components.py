@@ -63,15 +63,22 @@ class Touched:
     ----------
     points : ndarray of int64, shape (s,)
         Point indices of ``S``, ascending.
-    hierarchy : Hierarchy
-        The forest over ``S`` (its points are ``points``, in that order), no root.
+    hierarchy : Hierarchy or None
+        The forest over ``S`` (its points are ``points``, in that order), no root;
+        None for a grafted batch (er.cluster._graft), which gives ``labels`` instead.
     ids : ndarray of int64, shape (hierarchy.n_nodes,)
         Stable id of each of its nodes.
+    labels : ndarray of int64, shape (s,), optional
+        A grafted batch's clusters at the score ``at`` (stable ids), per point: every
+        point of each cluster a new point is in.
+    at : float
     """
 
     points: NDArray[np.int64]
-    hierarchy: Hierarchy
+    hierarchy: Hierarchy | None
     ids: NDArray[np.int64]
+    labels: NDArray[np.int64] | None = None
+    at: float = 0.0
 
 
 class Forest:
@@ -146,6 +153,30 @@ class Forest:
         last = np.r_[head[1:] - 1, p.size - 1]
         nxt[last] = p[head]  # close each cycle
         self.ring[p] = nxt
+
+    def add_points(self, points: NDArray[np.int64], names: NDArray[np.int64]) -> None:
+        """Points ``n_points..`` (``points``, shape (b,), ascending and consecutive)
+        into the components ``names`` (b,), each an existing component's name or a
+        new point's own; the cycles are spliced, nothing else is read."""
+        n = int(points[-1]) + 1 if points.size else self.n_points
+        if n > self.comp.size:
+            room = max(n, 2 * self.comp.size)
+            self.comp = grown(self.comp, room, -1)
+            self.ring = grown(self.ring, room, -1)
+        self.n_points = n
+        self.comp[points] = names
+        order = np.lexsort((points, names))
+        p, name = points[order], names[order]
+        head = np.flatnonzero(np.r_[True, name[1:] != name[:-1]])
+        last = np.r_[head[1:] - 1, p.size - 1]
+        nxt = np.r_[p[1:], 0]
+        # each run of points goes in after its component's name: name -> run -> old next
+        fresh = name[head] == p[head]  # a new component, named by its own first point
+        old_next = np.where(fresh, p[head], self.ring[name[head]])
+        nxt[last] = old_next
+        self.ring[p] = nxt
+        grafted = ~fresh
+        self.ring[name[head][grafted]] = p[head][grafted]
 
     # -- nodes -------------------------------------------------------------------------
     def reserve(self, cap: int) -> None:

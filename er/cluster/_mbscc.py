@@ -30,11 +30,12 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from er.cluster import _components
+from er.cluster import _components, _graft
 from er.cluster._complete import Completion, PairScores
 from er.cluster._graph import check_neighbors, normalize_rows
 from er.cluster._hierarchy import Hierarchy
 from er.cluster._mbscc_ids import _Members, match_ids  # _Members: named by old pickles
+from er.cluster._mbscc_options import check_options
 from er.cluster._params import Interval, Options, get_params, validate_params
 from er.cluster._rounds import LINKAGES, Agglomerator
 from er.cluster._scc import thresholds
@@ -109,6 +110,12 @@ class MBSCC:
         merge until none is left at the threshold), where SCC's round joins whole
         components of best-neighbour edges and so chains past it. The pipeline's
         free text uses it (``er.pipeline.config``).
+    graft_past : int, default 0
+        With ``complete_at``: a batch whose new points reach old floor components of
+        more than this many points is grafted (:mod:`er.cluster._graft`): each of its
+        clusters at ``complete_at`` joins the old one it links to best, over a sample
+        of their pairs, when that reaches ``complete_at``. Its work follows the batch;
+        old clusters neither split nor merge, unlike batch SCC's. 0: never.
 
     Attributes
     ----------
@@ -137,6 +144,7 @@ class MBSCC:
         "complete_within": [Interval(float, 0.0, None)],
         "complete_against": [Options((True, False))],
         "exact_levels": [Options((True, False))],
+        "graft_past": [Interval(int, 0, None)],
     }
     algorithm = "mbscc"
     # only on an instance unpickled from before the member lists (see _upgrade_keys)
@@ -161,6 +169,7 @@ class MBSCC:
         complete_within: float = 0.0,
         complete_against: bool = False,
         exact_levels: bool = False,
+        graft_past: int = 0,
     ) -> None:
         self.n_levels = n_levels
         self.schedule = schedule
@@ -174,6 +183,7 @@ class MBSCC:
         self.complete_within = complete_within
         self.complete_against = complete_against
         self.exact_levels = exact_levels
+        self.graft_past = graft_past
 
     def fit(self, X: NDArray[np.floating]) -> MBSCC:
         """Start over with the rows of X as the first mini-batch."""
@@ -224,34 +234,7 @@ class MBSCC:
         pair_scores: PairScores | None = None,
     ) -> MBSCC:
         validate_params(self)
-        if self.complete_max and self.marking != "components":
-            raise ConfigError(
-                f'MBSCC complete_max needs marking="components". Got {self.marking!r}.'
-            )
-        if self.exact_levels and (
-            self.marking != "components" or self.linkage not in ("average", "single")
-        ):
-            raise ConfigError(
-                'MBSCC exact_levels needs marking="components" and average or single '
-                f"linkage. Got marking={self.marking!r}, linkage={self.linkage!r}."
-            )
-        if self.complete_at and not (self.complete_max and self.exact_levels):
-            raise ConfigError(
-                "MBSCC complete_at needs complete_max and exact_levels (its clusters are "
-                f"read by their scores). Got complete_max={self.complete_max}, "
-                f"exact_levels={self.exact_levels}."
-            )
-        if self.complete_against and (self.complete_at or not self.complete_max):
-            raise ConfigError(
-                "MBSCC complete_against needs complete_max and no complete_at (a pair "
-                f"held against is no probe). Got complete_max={self.complete_max}, "
-                f"complete_at={self.complete_at}."
-            )
-        if self.complete_max and pair_scores is None:
-            raise ConfigError(
-                f"MBSCC complete_max={self.complete_max} scores every pair of a floor "
-                "component: pass pair_scores= with every batch."
-            )
+        check_options(self, pair_scores is not None)
         rows = normalize_rows(np.asarray(X))
         if not partial or not hasattr(self, "_knn"):
             # given neighbours and a linkage that reads no vectors: the caller's index
@@ -265,6 +248,7 @@ class MBSCC:
             self._state = _Snapshot.empty()
             self._rounds = None
             self._forest = _components.Forest(self.n_levels) if self._local() else None
+            self._cuts: _graft.CutIndex | None = None
         elif rows.shape[1] != self._knn.dim:
             raise ConfigError(
                 f"X has {rows.shape[1]} columns; this MBSCC was fitted on {self._knn.dim}."
@@ -338,14 +322,28 @@ class MBSCC:
                 pair_scores, self.complete_max, at, within, self.complete_against
             )
 
-        assert self._forest is not None  # _fit's caller checks
+        forest = self._forest
+        assert forest is not None  # _fit's caller checks
         idx, sim = self._knn.idx, self._knn.sim
+        index = self._cut_index()
+        n0 = forest.n_points
+        if (
+            index is not None
+            and completion is not None
+            and index.grafts(forest, idx[n0:], sim[n0:], floor, redo_all)
+        ):
+            self.delta_, self.touched_ = _graft.step(
+                forest, index, idx, sim, self._point_ids, agglomerate, self._take_ids,
+                self.algorithm, taus, completion,
+            )  # fmt: skip
+            self._hierarchy = self._node_ids = None
+            return self
         if redo_all:  # every list re-scored: every old point's component redone
-            changed = np.arange(self._forest.n_points, dtype=np.int64)
+            changed = np.arange(n0, dtype=np.int64)
         else:
-            changed = _components.changed_points(self._forest, idx, sim, self._knn.replaced_, floor)
+            changed = _components.changed_points(forest, idx, sim, self._knn.replaced_, floor)
         self.delta_, self.touched_ = _components.step(
-            self._forest,
+            forest,
             idx,
             sim,
             changed,
@@ -356,8 +354,21 @@ class MBSCC:
             floor,
             completion,
         )
+        if index is not None:
+            index.refresh(forest, self.touched_.points, self._point_ids)
         self._hierarchy = self._node_ids = None  # assembled when read
         return self
+
+    def _cut_index(self) -> _graft.CutIndex | None:
+        """Each point's cluster at ``complete_at`` (``graft_past`` only), built once
+        from the forest when missing (a checkpoint from before it)."""
+        if not self.graft_past or self._forest is None:
+            return None
+        index: _graft.CutIndex | None = getattr(self, "_cuts", None)
+        if index is None:
+            at, past = max(self.complete_at, self.tau_min), self.graft_past
+            index = self._cuts = _graft.CutIndex.of(self._forest, self._point_ids, at, past)
+        return index
 
     @property
     def hierarchy_(self) -> Hierarchy:
@@ -396,6 +407,7 @@ class MBSCC:
         state.setdefault("complete_within", 0.0)
         state.setdefault("complete_against", False)
         state.setdefault("exact_levels", False)
+        state.setdefault("graft_past", 0)
         self.__dict__.update(state)
 
     def __getstate__(self) -> dict[str, Any]:

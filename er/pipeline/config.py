@@ -227,6 +227,13 @@ FREE_TEXT_COMPLETE = 3_000
 # model's few distinct probabilities tie often, and HAC's clusters then depend on the
 # order of the ties: copies of one string merge at once (Agglomerator.merge_exact).
 DEFAULT_FREE_TEXT_CUT = 0.45
+# Past EXACT_MAX mentions, a batch that would re-derive more points than that is
+# grafted (MBSCC ``graft_past``, er.cluster._graft): one floor component spans a
+# free-text collection and its entities grow with it, so re-deriving what a batch
+# touches grows with the collection (bench/RESULTS.md, "What a writer step re-derives
+# as the collection grows"). Up to it, the hierarchy is the exact step's, as the lists
+# are exact search's.
+FREE_TEXT_GRAFT_PAST = EXACT_MAX
 
 
 # Mean linkage over the proposed pairs alone joins what the model separates: a few
@@ -278,6 +285,7 @@ def _default_params(
         "complete_max": FREE_TEXT_COMPLETE,
         "complete_at": cut,
         "exact_levels": True,
+        "graft_past": FREE_TEXT_GRAFT_PAST,
     }
 
 

@@ -534,13 +534,21 @@ def _entity_step(state: _State, seq: int, point_nodes: NDArray[np.int64], cut: f
 
     An MBSCC stepping per floor component redid a closed part of the points (every
     entity of its points lies inside it, since entities sit below the root's score
-    0 when the cut is above 0): those alone are cut and matched. Otherwise the whole
+    0 when the cut is above 0): those alone are cut and matched; a grafted batch gives
+    its points' clusters at the cut (er.cluster._graft). Otherwise the whole
     hierarchy is.
     """
     core = state.core
     if isinstance(core, MBSCC) and core.marking == "components" and cut > 0:
         part = core.touched_
-        label = cut_at_score(part.hierarchy, cut)
+        if part.hierarchy is not None:
+            label = cut_at_score(part.hierarchy, cut)
+        elif part.at == cut:  # a grafted batch: its clusters at the cut, given
+            assert part.labels is not None
+            label = part.labels
+        else:  # grafted at another cut than the collection's (er cut): read it all
+            label = cut_at_score(core.hierarchy_, cut)
+            return state.ledger.step_labels(seq, point_nodes, label)
         return state.ledger.step_part(seq, point_nodes[part.points], label)
     label = cut_at_score(core.hierarchy_, cut)
     return state.ledger.step_labels(seq, point_nodes, label)
