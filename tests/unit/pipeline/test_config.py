@@ -91,12 +91,13 @@ def test_a_free_text_collection_gets_average_linkage_its_neighbours_and_cut() ->
     """Free text alone (er.match._views): average linkage over FREE_TEXT_K neighbours
     and every pair of a floor component up to FREE_TEXT_COMPLETE mentions, each level
     HAC's clusters at its threshold, cut DEFAULT_FREE_TEXT_CUT, a larger component
-    completed around the clusters at the collection's cut; a firm's name beside it
-    keeps the pair defaults."""
+    completed around the clusters at the collection's cut, batches past
+    FREE_TEXT_GRAFT_PAST grafted; a firm's name beside it keeps the pair defaults."""
     from er.pipeline.config import (
         DEFAULT_FREE_TEXT_CUT,
         DEFAULT_PAIR_CUT,
         FREE_TEXT_COMPLETE,
+        FREE_TEXT_GRAFT_PAST,
         FREE_TEXT_K,
     )
 
@@ -111,6 +112,7 @@ def test_a_free_text_collection_gets_average_linkage_its_neighbours_and_cut() ->
         "complete_max": FREE_TEXT_COMPLETE,
         "complete_at": DEFAULT_FREE_TEXT_CUT,
         "exact_levels": True,
+        "graft_past": FREE_TEXT_GRAFT_PAST,
     }
     assert config["cut_threshold"] == DEFAULT_FREE_TEXT_CUT
     given = new_collection_config(
