@@ -98,15 +98,16 @@ def _batches(url: str) -> list[dict[str, Any]]:
                 "resolved": resolved,
                 "timings": timings,
                 "latency_s": latency,
-                "finished": finished,
             }
         )
-    # the batches of one writer step finish together and carry the step's timings
-    step = np.unique([b["finished"] for b in out], return_inverse=True)[1]
-    sizes = np.bincount(step) if out else np.zeros(0, np.int64)
+    if not out:
+        return out
+    # the batches of one writer step carry the step's timings, each of them (two steps
+    # of equal timings to the microsecond would count as one)
+    step = np.cumsum([i == 0 or b["timings"] != out[i - 1]["timings"] for i, b in enumerate(out)])
+    sizes = np.bincount(step)
     for b, g in zip(out, step, strict=True):
         b["step_batches"] = int(sizes[g])
-        del b["finished"]
     return out
 
 

@@ -65,7 +65,8 @@ class CutIndex:
     ----------
     at : float
     past : int
-        A batch that would re-derive more points is grafted.
+        A batch whose new points reach old floor components of more points together
+        is grafted (:meth:`grafts`).
     ent : ndarray of int64, shape (>= n,)
         Stable id of each point's highest ancestor reached through clusters formed at
         ``at`` or more (``er.evaluation.cut_at_score``); its own id under none.
@@ -117,7 +118,38 @@ class CutIndex:
         if redo_all or forest.root < 0:
             return False
         reach = idx[(idx >= 0) & (idx < forest.n_points) & (sim >= floor)]
-        return int(self.csize[np.unique(forest.comp[reach])].sum()) + 1 > self.past
+        return self.redoes_past(forest, reach)
+
+    def redoes_past(self, forest: _components.Forest, old: NDArray[np.int64]) -> bool:
+        """Whether the floor components of the old points ``old`` (shape (m,)) hold
+        more than ``past`` points together, a new one counted too."""
+        names = np.unique(forest.comp[old[old < forest.n_points]])
+        return int(self.csize[names].sum()) + 1 > self.past
+
+
+def marks(
+    index: CutIndex | None,
+    forest: _components.Forest,
+    idx: NDArray[np.int64],
+    sim: NDArray[np.floating],
+    replaced: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.floating]],
+    floor: float,
+    redo_all: bool,
+) -> NDArray[np.int64] | None:
+    """The old points whose floor components an exact step redoes
+    (:func:`_components.changed_points`; every one after a re-scoring), or None when
+    the batch is grafted: its new points' lists reach more than ``index.past`` old
+    points' components (:meth:`CutIndex.grafts`, read first: the marking's cost grows
+    with the lists a batch rewrites), or the marking does. Without ``index``, never."""
+    n0 = forest.n_points
+    if redo_all:  # every list re-scored: every old point's component redone
+        return np.arange(n0, dtype=np.int64)
+    if index is not None and index.grafts(forest, idx[n0:], sim[n0:], floor, redo_all):
+        return None
+    changed = _components.changed_points(forest, idx, sim, replaced, floor)
+    if index is not None and forest.root >= 0 and index.redoes_past(forest, changed):
+        return None
+    return changed
 
 
 def _cluster_at(forest: _components.Forest, ids: NDArray[np.int64], at: float) -> NDArray[np.int64]:
@@ -230,10 +262,16 @@ def step(
     tops, group = np.unique(top_of_point, return_inverse=True)
     group = group.astype(np.int64)
     target, score = _targets(group, tops.size, idx[new], sim[new], index, n0, new, completion)
+    # an old point last at level 0 has no level for a parent under its own
+    at_zero = forest.hi[np.maximum(target, 0)] < 1
+    target[(target >= 0) & at_zero & (forest.lo[np.maximum(target, 0)] == 0)] = -1
+    # a grafted point joins its target's floor component: each component's tree holds
+    # its own points alone, as the exact step takes them (er.cluster._components)
+    joins = _target_components(forest, index, target, n0)[group]
     before_ids = _chain(forest, np.unique(target[target >= 0]))
     before = forest.snapshot(np.r_[before_ids, forest.root])
     made = _place(forest, index, h, top_of_node, tops, target, score, point_ids, take, taus)
-    _join_components(forest, index, label, idx[new], sim[new], floor, n)
+    _join_components(forest, index, label, joins, idx[new], sim[new], floor, n)
     index.ent[new] = _cluster_at(forest, point_ids[new], at)
     _components._place_root(forest, n)
     after = forest.snapshot(np.unique(np.r_[before_ids, made, forest.root]))
@@ -384,18 +422,37 @@ def _grow_chain(forest: _components.Forest, grafted: NDArray[np.int64]) -> None:
         count = np.bincount(parents[1], weights=count[ok], minlength=cur.size).astype(np.int64)
 
 
+def _target_components(
+    forest: _components.Forest, index: CutIndex, target: NDArray[np.int64], n0: int
+) -> NDArray[np.int64]:
+    """(g,) the floor component of each group's target (the name of one of its old
+    points' components: a target is the cluster at ``at`` of its points), -1 for none."""
+    out = np.full(target.size, -1, np.int64)
+    has = target >= 0
+    if not has.any():
+        return out
+    wanted = np.unique(target[has])
+    members = np.flatnonzero(np.isin(index.ent[:n0], wanted))
+    ent = index.ent[members]
+    first = np.unique(ent, return_index=True)[1]  # one point of each target
+    out[has] = forest.comp[members[first]][np.searchsorted(ent[first], target[has])]
+    return out
+
+
 def _join_components(
     forest: _components.Forest,
     index: CutIndex,
     label: NDArray[np.int64],
+    joins: NDArray[np.int64],
     idx: NDArray[np.int64],
     sim: NDArray[np.floating],
     floor: float,
     n: int,
 ) -> None:
-    """The new points' floor components: each of their own components (``label``,
-    shape (b,)) joins the largest old one its lists reach at the floor, or stands
-    alone (old components it links together are not merged: grafting never re-derives
+    """The new points' floor components: a grafted point its target's (``joins``,
+    shape (b,), -1 for none); another, with the rest of its own component (``label``,
+    shape (b,)), the largest old one its lists reach at the floor, or its own (old
+    components a batch links together are not merged: grafting never re-derives
     them)."""
     n0 = forest.n_points
     b = n - n0
@@ -407,9 +464,11 @@ def _join_components(
     order = np.lexsort((name, index.csize[name], mine))  # per own component, largest last
     last = np.r_[mine[order][1:] != mine[order][:-1], True]
     own[mine[order][last]] = name[order][last]
+    names = np.where(joins >= 0, joins, own[label])
+    free = np.flatnonzero(names < 0)  # a new component, named by its first point
     first = np.full(own.size, n, np.int64)
-    np.minimum.at(first, label, np.arange(n0, n))
-    names = np.where(own >= 0, own, first)[label]
+    np.minimum.at(first, label[free], free + n0)
+    names[free] = first[label[free]]
     forest.add_points(np.arange(n0, n, dtype=np.int64), names)
     if index.csize.size < n:
         index.csize = grown(index.csize, max(n, 2 * index.csize.size), 0)

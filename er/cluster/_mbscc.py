@@ -325,23 +325,16 @@ class MBSCC:
         forest = self._forest
         assert forest is not None  # _fit's caller checks
         idx, sim = self._knn.idx, self._knn.sim
-        index = self._cut_index()
-        n0 = forest.n_points
-        if (
-            index is not None
-            and completion is not None
-            and index.grafts(forest, idx[n0:], sim[n0:], floor, redo_all)
-        ):
+        index = self._cut_index() if completion is not None else None
+        changed = _graft.marks(index, forest, idx, sim, self._knn.replaced_, floor, redo_all)
+        if changed is None:  # grafted
+            assert index is not None and completion is not None
             self.delta_, self.touched_ = _graft.step(
                 forest, index, idx, sim, self._point_ids, agglomerate, self._take_ids,
                 self.algorithm, taus, completion,
             )  # fmt: skip
             self._hierarchy = self._node_ids = None
             return self
-        if redo_all:  # every list re-scored: every old point's component redone
-            changed = np.arange(n0, dtype=np.int64)
-        else:
-            changed = _components.changed_points(forest, idx, sim, self._knn.replaced_, floor)
         self.delta_, self.touched_ = _components.step(
             forest,
             idx,

@@ -93,6 +93,13 @@ def _check_structure(m: MBSCC) -> None:
     has = np.flatnonzero(parent >= 0)
     assert (h.level_hi[has] < h.level_lo[parent[has]]).all()
     assert (h.level_lo <= h.level_hi).all()
+    # each top below the root holds the points of one floor component: an exact step
+    # over a component then redoes every node above its points, and no other
+    root = forest.root
+    M = M.tocsr()
+    for v in np.flatnonzero((parent < 0) | (ids[np.maximum(parent, 0)] == root)):
+        if ids[v] != root:
+            assert np.unique(forest.comp[M.indices[M.indptr[v] : M.indptr[v + 1]]]).size == 1
     label = cut_at_score(h, AT)
     touched = m.touched_
     if touched.labels is not None:  # grafted: the clusters it gives are the cut's
@@ -128,6 +135,25 @@ def test_grafted_batches_keep_a_valid_hierarchy_and_replay_into_the_store(
             assert attrs is not None and attrs["size"] == sizes[v]
             assert (attrs["level_lo"], attrs["level_hi"]) == (h.level_lo[v], h.level_hi[v])
     event(f"grafted batches: {min(grafted, 3)}{'+' if grafted > 3 else ''}")
+
+
+def test_an_exact_step_after_grafts_keeps_sizes_and_levels() -> None:
+    """Found in review: grafted points named by the largest component their lists
+    reached, not by their target's, left a later exact step over the target's
+    component blind to them (sizes and levels then disagreed with the points). A
+    stream that grafts, then steps exactly, then grafts again."""
+    rng = np.random.default_rng(19)
+    n, c = int(rng.integers(40, 200)), int(rng.integers(2, 30))
+    centres = np.abs(rng.normal(size=(c, 6)))
+    X = np.abs(centres[rng.integers(0, c, n)] + 0.2 * rng.normal(size=(n, 6)))
+    X = X.astype(np.float32)
+    m, at, kinds = MBSCC(**_params(40, 2)), 0, ""
+    for b in (12, 24, 11, 7, 25, 1, 20, 20):
+        m.partial_fit(X[at : at + b], pair_scores=_cosines(X))
+        at += b
+        kinds += "G" if m.touched_.labels is not None else "E"
+        _check_structure(m)
+    assert "GE" in kinds and kinds.index("G") < kinds.rindex("E")
 
 
 def test_a_graft_joins_a_cluster_its_mean_over_every_pair_reaches(
