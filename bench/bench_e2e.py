@@ -38,6 +38,9 @@ dimension and those n-gram sizes), passed to ``er ingest --config``, to measure 
 featurizer choice end to end. ``--peer PATH`` runs the worker and ingest on the er
 of another checkout (``git worktree add``), measured by this script, for a peer in the
 same session. ``--people real-sparse`` runs the second generator (#56 must-show 1).
+``--ingesters N`` starts the worker with N ingest processes beside its writer (#56
+must-show 3: the ingest processes make each batch's features, er.pipeline.features);
+the CPU table then says what each stage costs per mention and where it ran.
 """
 
 from __future__ import annotations
@@ -368,6 +371,7 @@ def main() -> None:
         help="records arrive as a steady stream, duplicates within this many records of "
         "their entity's first (bench/people.py); default: shuffled",
     )
+    ap.add_argument("--ingesters", type=int, default=1, help="ingest processes beside the writer")
     ap.add_argument(
         "--peer",
         type=Path,
@@ -402,7 +406,7 @@ def main() -> None:
             "ER_BROKER_URL": f"redis://127.0.0.1:6379/{db}",
         }
         worker = subprocess.Popen(
-            [sys.executable, "-m", "er.cli", "worker"],
+            [sys.executable, "-m", "er.cli", "worker", "--ingesters", str(args.ingesters)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -457,6 +461,7 @@ def main() -> None:
         "n": args.n,
         "people": args.people,
         "batch": args.batch,
+        "ingesters": args.ingesters,
         **({"window": args.window} if args.window else {}),
         **({"featurizer": {"dim": args.dim, "ngrams": args.ngrams}} if config else {}),
         "wall_s": round(wall, 1),

@@ -33,7 +33,8 @@ def ingest(
     config: dict[str, Any] | None = None,
     where: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Store one batch of records (mentions, rejects, a pending batch); queue clustering."""
+    """Store one batch of records (mentions, rejects, a pending batch) and the features
+    the writer would make of them (er.pipeline.features); queue clustering."""
     from er.pipeline import run_ingest
 
     out = run_ingest(
@@ -45,6 +46,7 @@ def ingest(
         gold_field=gold_field,
         config=config,
         where=where,
+        features=True,
     )
     cluster.apply_async(kwargs={"collection": collection}, queue=CLUSTER_QUEUE)
     return out

@@ -4,22 +4,28 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from er.exceptions import ERError
 from er.featurize import FeaturizerConfig, RecordValidator
 from er.pipeline.config import _settle_config, check_collection_name
+from er.pipeline.features import encode_features, features_digest, make_features
 from er.stores.sql import (
     find_collection,
     get_or_create_collection,
     lock_collection,
     open_batch,
     record_rejects,
+    store_features,
     stored_payloads,
     upsert_mentions,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @functools.lru_cache(maxsize=16)
@@ -39,6 +45,7 @@ def ingest_records(
     gold_field: str | None = None,
     config: Mapping[str, Any] | None = None,
     where: Sequence[str] | None = None,
+    features: bool = False,
 ) -> dict[str, Any]:
     """Validate one batch of records, store mentions and rejects, open a pending batch.
 
@@ -56,6 +63,10 @@ def ingest_records(
     where : sequence of str, optional, length n
         Where each record came from (``people.jsonl line 7``), to name a rejected record
         that has no id; by default its position in the batch.
+    features : bool, default False
+        Also make the batch's features and store them for the writer
+        (:mod:`er.pipeline.features`): an ingest process beside the writer takes that
+        work off it; in the writer's own process it would only add the storing.
 
     Returns
     -------
@@ -96,6 +107,12 @@ def ingest_records(
     batch.n_rejected = record_rejects(session, coll.id, rejected)
     if batch.n_accepted == 0:
         batch.status = "done"  # nothing to cluster
+    elif features:
+        if created:  # the config as the writer will read it back (field order included)
+            session.flush()
+            session.refresh(coll, ["config"])
+            cfg = dict(coll.config)
+        _store_features(session, batch.id, cfg, list(accepted.items()))
     return {
         "collection": collection,
         "batch_seq": batch.seq,
@@ -106,6 +123,21 @@ def ingest_records(
         # a new collection's inferred types, for the user to see and override
         "field_types": cfg.get("field_types") if created else None,
     }
+
+
+def _store_features(
+    session: Session, batch_id: int, config: dict[str, Any], rows: list[tuple[str, Any]]
+) -> None:
+    """Store the features of a batch's accepted records. Features that cannot be made
+    are left to the writer, which makes them itself and fails the batch with the reason
+    if it cannot either: the records are stored whatever happens here."""
+    try:
+        made = make_features(config, rows)
+    except (ERError, ValueError, TypeError) as exc:
+        logger.warning("batch %d: features left to the writer: %s", batch_id, exc)
+        return
+    session.flush()  # the batch row exists before its features refer to it
+    store_features(session, batch_id, features_digest(config), encode_features(made))
 
 
 def _screen(

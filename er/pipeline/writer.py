@@ -1,7 +1,8 @@
 """The cluster writer (DESIGN §4 step 2).
 
 One writer per collection takes the pending batches in sequence order under the
-collection's writer lock: it featurizes each batch, finds each new mention's
+collection's writer lock: it reads each batch's features (made by the queued ingest,
+:mod:`er.pipeline.features`; made here where missing), finds each new mention's
 candidates (blocking keys, or the exact k-NN index), scores them, steps the
 incremental core (MBSCC by default, GRINCH or LLAMA per collection) and the
 stable-entity ledger, applies the delta to the graph stamped with the batch seq,
@@ -43,7 +44,7 @@ from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session
 
 from er._checkpoint import Owner
-from er.ann import Int8Rows, KeyIndex, batch_neighbors, make_index, record_keys, text_keys
+from er.ann import Int8Rows, KeyIndex, batch_neighbors, make_index
 from er.ann._index import rank
 from er.ann._keys import TEXT_KEY_BUDGET, TEXT_KEY_CANDIDATES
 from er.cluster import MBSCC
@@ -51,9 +52,16 @@ from er.delta import ClusteringDelta
 from er.entities import EntityStep
 from er.evaluation import cut_at_score
 from er.exceptions import ERError
-from er.featurize import NormalisedBatch
 from er.match import FieldTable, PairModel
-from er.pipeline.config import DEFAULT_CUT, EXACT_MAX, _featurizer, field_types
+from er.pipeline.config import DEFAULT_CUT, EXACT_MAX
+from er.pipeline.features import (
+    BatchFeatures,
+    aligned,
+    decode_features,
+    features_digest,
+    joined,
+    make_features,
+)
 from er.pipeline.lane import _Lane, _Queued, _timed, plan_groups
 from er.pipeline.scores import candidate_scores, current_model, pair_scores, rescored
 from er.pipeline.state import (
@@ -72,10 +80,12 @@ from er.stores.sql import (
     Collection,
     batch_mentions,
     batches_after,
+    drop_features,
     find_collection,
     finish_batch,
     return_batch,
     set_mention_nodes,
+    stored_features,
     writer_lock,
 )
 
@@ -269,6 +279,7 @@ class _BatchJob:
                 _store_model(session, self.coll_id, self.model)
             if self.held is not None:  # held under its seq before `er retry`: back to it
                 return_batch(session, self.coll_id, self.batch_id, self.seq, self.held)
+            drop_features(session, [batch_id for batch_id, _ in self.batches])
             share = {key: round(value / len(sizes), 6) for key, value in timings.items()}
             for (batch_id, seq), size in zip(self._finished(), sizes, strict=True):
                 notes = self.notes if seq == self.seq else None
@@ -290,29 +301,37 @@ class _BatchJob:
     def search(
         self, state: _State, rows: list[tuple[str, Any]], timings: dict[str, float]
     ) -> _Found:
-        """Normalise and featurize the batch and add it to the index (``state.index``
+        """The step's features (:meth:`_features`) added to the index (``state.index``
         advances); the batch's neighbours among all points."""
-        payloads = [payload for _, payload in rows]
-        types = field_types(self.config)
-        with _timed(timings, "featurize_s"):
-            if types is None:
-                X, batch = _featurizer(self.config)(payloads), None
-            else:  # typed fields: the vectors serve candidate recall on normalised values
-                batch = types.normalise(payloads)
-                records = [dict(zip(types.names, r, strict=True)) for r in batch.rows]
-                X = _featurizer(self.config)(records)
+        made = self._features(rows, timings)
+        X = made.X
         with _timed(timings, "index_s"):
-            if self.config.get("candidates") in ("keys", "words"):
-                assert types is not None and batch is not None  # the config checks it
+            if made.keys is not None:  # candidates "keys" or "words" (the config checks)
                 words = self.config["candidates"] == "words"
-                keys = (text_keys if words else record_keys)(batch.rows, types.kinds)
                 search = self._worded if words else self._keyed
-                found = [search(state, X[part], keys[part]) for part in self._parts()]
+                found = [search(state, X[part], made.keys[part]) for part in self._parts()]
             else:
                 found = [self._neighbors(state, X[part]) for part in self._parts()]
         idx = np.concatenate([i for i, _ in found])
         sim = np.concatenate([v for _, v in found])
-        return _Found(X, idx, sim, batch)
+        return _Found(X, idx, sim, made)
+
+    def _features(self, rows: list[tuple[str, Any]], timings: dict[str, float]) -> BatchFeatures:
+        """Each batch's features as the ingest process that stored it made them, under
+        this config (:mod:`er.pipeline.features`); made here where they are not."""
+        with _timed(timings, "features_read_s"):
+            with Session(self.engine) as session:
+                stored = stored_features(session, [batch_id for batch_id, _ in self.batches])
+            digest = features_digest(self.config)
+            given = {b: decode_features(data) for b, (d, data) in stored.items() if d == digest}
+        parts = []
+        with _timed(timings, "featurize_s"):
+            for (batch_id, _), part in zip(self.batches, self._parts(), strict=True):
+                own = rows[part]
+                made = given.get(batch_id)
+                made = None if made is None else aligned(made, [ext for ext, _ in own])
+                parts.append(make_features(self.config, own) if made is None else made)
+            return joined(parts)
 
     def _parts(self) -> list[slice]:
         """Each batch's rows of the step. The index takes the batches one after the
@@ -338,10 +357,10 @@ class _BatchJob:
         graph, for the caller to run."""
         X, idx, sim = found.X, found.idx, found.sim
         first = state.n_points
-        if found.batch is not None:
-            self.notes = found.batch.notes()
+        if found.features.rows is not None:
+            self.notes = found.features.notes
             with _timed(timings, "score_s"):
-                sim = self._scored(state, found.batch, idx, first)
+                sim = self._scored(state, found.features.rows, idx, first)
                 if self.model_changed and first and isinstance(state.core, MBSCC):
                     sim = rescored(state, idx, first)
         with _timed(timings, "cluster_s"):
@@ -393,7 +412,11 @@ class _BatchJob:
         return write
 
     def _scored(
-        self, state: _State, batch: NormalisedBatch, idx: NDArray[np.int64], first: int
+        self,
+        state: _State,
+        rows: list[list[str | None]],
+        idx: NDArray[np.int64],
+        first: int,
     ) -> NDArray[np.float32]:
         """(b, k) the pair model's match probability of each candidate pair, in place of
         the vectors' cosine (DESIGN §4 step 2); 0 where ``idx`` is -1. The step's
@@ -403,7 +426,7 @@ class _BatchJob:
         held = state.model
         prob = np.zeros(idx.shape, np.float32)
         for part in self._parts():
-            state.table.add(batch.rows[part])
+            state.table.add(rows[part])
             at = first + part.start
             prob[part] = self._scored_part(state, idx[part], at)
         self.model, self.model_changed = state.model, state.model is not held
@@ -503,12 +526,13 @@ class _BatchJob:
 @dataclass
 class _Found:
     """What :meth:`_BatchJob.search` found: the batch's vectors, its neighbours among all
-    points and their cosine, and its normalised fields (pair-model collections)."""
+    points and their cosine, and its features (normalised fields of pair-model
+    collections)."""
 
     X: NDArray[np.float32]  # (b, dim)
     idx: NDArray[np.int64]  # (b, k) global point indices, -1 for none
     sim: NDArray[np.float32]  # (b, k) cosine
-    batch: NormalisedBatch | None
+    features: BatchFeatures
 
 
 def _vectors(index: Any, stop: int) -> NDArray[np.float32]:

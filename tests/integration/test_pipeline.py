@@ -62,6 +62,7 @@ def _ingest(
     batch: int,
     cluster: bool = True,
     config: dict[str, Any] | None = None,
+    features: bool = False,
 ):
     from er.pipeline import run_cluster, run_ingest
 
@@ -75,6 +76,7 @@ def _ingest(
                 id_field="rec_id",
                 gold_field="entity",
                 config=config,
+                features=features,
             )
         )
         if cluster:
@@ -333,6 +335,68 @@ def test_a_backlog_stepped_in_groups_resolves_as_its_batches_one_by_one(
     ours, theirs = _snapshot(settings, grouped), _snapshot(settings, alone)
     assert ours["batches"] == theirs["batches"]
     assert _stored_model(settings, grouped) == _stored_model(settings, alone)
+
+
+def test_features_stored_at_ingest_resolve_as_the_writer_s_own(
+    settings_env, febrl, monkeypatch
+) -> None:
+    """Four batches whose ingest stored their features (the queued ingest task's path),
+    one of them stored in another order and one under another config's digest, resolve
+    exactly as the same batches featurized by the writer: the graph as of every batch,
+    the mention nodes, the batch rows, the stored model. The writer makes features only
+    for the batch whose stored ones were made under another config, and every stored
+    row is gone once its batch is done."""
+    from sqlalchemy import select, update
+    from sqlalchemy.orm import Session
+
+    import er.pipeline.writer as writer
+    from er.pipeline import run_cluster
+    from er.pipeline.features import decode_features, encode_features
+    from er.pipeline.stores import _stores
+    from er.stores.sql import Batch, BatchFeatures, find_collection
+
+    settings = _settings(settings_env)
+    plain, featured = _name(), _name()
+    _ingest(settings, plain, febrl[:800], batch=200, cluster=False)
+    _ingest(settings, featured, febrl[:800], batch=200, cluster=False, features=True)
+    engine, _ = _stores(settings)
+    with Session(engine) as s, s.begin():
+        coll = find_collection(s, featured)
+        ids = s.scalars(
+            select(Batch.id).where(Batch.collection_id == coll.id).order_by(Batch.seq)
+        ).all()
+        stored = {b.batch_id: b for b in s.scalars(select(BatchFeatures))}
+        assert set(ids) <= set(stored)
+        reversed_ = decode_features(stored[ids[2]].data).take(list(range(199, -1, -1)))
+        s.execute(
+            update(BatchFeatures)
+            .where(BatchFeatures.batch_id == ids[2])
+            .values(data=encode_features(reversed_))
+        )
+        s.execute(
+            update(BatchFeatures).where(BatchFeatures.batch_id == ids[3]).values(digest="0" * 64)
+        )
+    made: list[int] = []
+    real = writer.make_features
+
+    def counted(config: Any, rows: Any) -> Any:
+        made.append(len(rows))
+        return real(config, rows)
+
+    monkeypatch.setattr(writer, "make_features", counted)
+    run_cluster(settings, featured)
+    assert made == [200]  # the batch stored under another config's digest
+    monkeypatch.setattr(writer, "make_features", real)
+    run_cluster(settings, plain)
+    ours, theirs = _snapshot(settings, featured), _snapshot(settings, plain)
+    assert ours["batches"] == theirs["batches"]
+    assert ours["structures"] == theirs["structures"]
+    assert ours["entities"] == theirs["entities"]
+    assert [(e, n) for e, n, _ in ours["mentions"]] == [(e, n) for e, n, _ in theirs["mentions"]]
+    assert _stored_model(settings, featured) == _stored_model(settings, plain)
+    with Session(engine) as s:
+        left = s.scalars(select(BatchFeatures.batch_id).where(BatchFeatures.batch_id.in_(ids)))
+        assert list(left) == []
 
 
 def _stored_model(settings: Any, name: str) -> Any:
@@ -879,7 +943,8 @@ def test_evaluation_during_a_running_ingest_reads_one_as_of_snapshot(
         writer.writeheader()
         writer.writerows(rows)
     settings, name = _settings(settings_env, data_dir=tmp_path), _name()
-    args = ["--id-field", "rec_id", "--gold-field", "entity", "--batch-size", "200"]
+    # 40 batches: an evaluation takes about as long as several of them
+    args = ["--id-field", "rec_id", "--gold-field", "entity", "--batch-size", "50"]
     ingest = subprocess.Popen(
         [sys.executable, "-m", "er.cli", "ingest", str(path), "--collection", name, *args],
         env={**os.environ, **settings_env, "ER_DATA_DIR": str(tmp_path)},
@@ -1087,14 +1152,13 @@ def test_a_grafted_free_text_collection_exports_its_hierarchy_s_entities(
     from sqlalchemy.orm import Session
 
     import er.pipeline.config
+    import er.pipeline.lane as lane
     from er.evaluation import cut_at_score, pairwise_prf
     from er.pipeline import run_entities
     from er.pipeline.state import _checkpoint_path, _load_state
     from er.pipeline.stores import _stores
     from er.stores.sql import Mention, find_collection
     from tests._affiliations import affiliations
-
-    import er.pipeline.lane as lane
 
     monkeypatch.setattr(er.pipeline.config, "FREE_TEXT_GRAFT_PAST", 30)
     monkeypatch.setattr(lane, "CHECKPOINT_WORK", 0.0)  # every batch saved: the last read

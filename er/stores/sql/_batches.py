@@ -14,16 +14,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, func, select, text, update
+from sqlalchemy import Engine, delete, func, select, text, update
 from sqlalchemy.orm import Session
 
-from er.stores.sql._models import Batch, Collection, Mention, RejectedRecord
+from er.stores.sql._models import Batch, BatchFeatures, Collection, Mention, RejectedRecord
 
 __all__ = [
     "any_pending",
     "batch_counts",
     "batch_mentions",
     "batch_status",
+    "drop_features",
     "last_failure",
     "lock_collection",
     "open_batch",
@@ -33,6 +34,8 @@ __all__ = [
     "rejected_rows",
     "retry_batches",
     "seqs_with_status",
+    "store_features",
+    "stored_features",
     "stored_payloads",
     "writer_lock",
     "writer_lock_free",
@@ -203,6 +206,27 @@ def batch_mentions(session: Session, collection_id: int, seq: int) -> list[tuple
         .order_by(Mention.id)
     )
     return [(ext, payload) for ext, payload in rows]
+
+
+def store_features(session: Session, batch_id: int, digest: str, data: bytes) -> None:
+    """Keep the features an ingest process made of a batch (caller's transaction)."""
+    session.add(BatchFeatures(batch_id=batch_id, digest=digest, data=data))
+
+
+def stored_features(session: Session, batch_ids: Sequence[int]) -> dict[int, tuple[str, bytes]]:
+    """Batch id -> ``(digest, data)`` of the stored features of those batches that have
+    them."""
+    rows = session.execute(
+        select(BatchFeatures.batch_id, BatchFeatures.digest, BatchFeatures.data).where(
+            BatchFeatures.batch_id.in_(list(batch_ids))
+        )
+    )
+    return {batch_id: (digest, bytes(data)) for batch_id, digest, data in rows}
+
+
+def drop_features(session: Session, batch_ids: Sequence[int]) -> None:
+    """Delete the stored features of batches the writer has done (caller's transaction)."""
+    session.execute(delete(BatchFeatures).where(BatchFeatures.batch_id.in_(list(batch_ids))))
 
 
 def finish_batch(

@@ -1,5 +1,6 @@
-"""Relational schema (DESIGN §3): collections, mentions, batches, rejects, eval runs;
-workers and failed tasks (what an operator sees in ``er status``).
+"""Relational schema (DESIGN §3): collections, mentions, batches (and the features an
+ingest process made of them), rejects, eval runs; workers and failed tasks (what an
+operator sees in ``er status``).
 
 The same models serve PostgreSQL (production, tests) and SQLite (embedded default);
 JSON columns become JSONB on PostgreSQL.
@@ -18,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -113,6 +115,20 @@ class Batch(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+
+
+class BatchFeatures(Base):
+    """A batch's features made by the ingest process that stored it
+    (:mod:`er.pipeline.features`): an ``.npz`` of arrays and JSON, read by the writer
+    under the config digest it was made with, deleted when the batch is done."""
+
+    __tablename__ = "batch_features"
+
+    batch_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("batches.id", ondelete="CASCADE"), primary_key=True
+    )
+    digest: Mapped[str] = mapped_column(String(64))  # er.pipeline.features.features_digest
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class Worker(Base):
