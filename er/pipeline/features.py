@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
@@ -31,6 +32,8 @@ from numpy.typing import NDArray
 from er.ann import record_keys, text_keys
 from er.exceptions import ERError
 from er.pipeline.config import _featurizer, field_types
+
+logger = logging.getLogger(__name__)
 
 # Bump when what make_features computes changes: stored features of another format are
 # made again by the writer, never read.
@@ -53,7 +56,7 @@ class BatchFeatures:
     rows : list of list of (str or None), shape (b, n_fields), or None
         Normalised values in field order (typed fields); None for a cosine collection.
     keys : ndarray of int64, shape (b, n_keys), or None
-        Blocking keys (``candidates`` ``keys`` or ``words``), -1 padded; else None.
+        Blocking keys (``candidates`` ``keys`` or ``words``), 0 padded; else None.
     notes : dict
         Values not read as their type or cut to length, per field (the batch's notes).
     """
@@ -167,6 +170,20 @@ def decode_features(data: bytes) -> BatchFeatures:
     if keys is not None and keys.shape[0] != len(externals):
         raise ERError("stored batch features unreadable: keys and ids differ in length")
     return BatchFeatures(externals, X, doc["rows"], keys, dict(doc["notes"]))
+
+
+def usable(stored: Mapping[int, tuple[str, bytes]], digest: str) -> dict[int, BatchFeatures]:
+    """Batch id -> the stored features made under ``digest`` that can be read; the rest
+    are left out, for the writer to make again (never a batch failed for good: a retry
+    would read the same bytes)."""
+    out: dict[int, BatchFeatures] = {}
+    for batch_id, (made_under, data) in stored.items():
+        if made_under == digest:
+            try:
+                out[batch_id] = decode_features(data)
+            except ERError as exc:
+                logger.warning("batch %d: stored features not read: %r", batch_id, exc)
+    return out
 
 
 def aligned(features: BatchFeatures, externals: Sequence[str]) -> BatchFeatures | None:

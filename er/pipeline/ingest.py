@@ -10,11 +10,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from er.exceptions import ERError
 from er.featurize import FeaturizerConfig, RecordValidator
 from er.pipeline.config import _settle_config, check_collection_name
 from er.pipeline.features import encode_features, features_digest, make_features
 from er.stores.sql import (
+    batch_mentions,
     find_collection,
     get_or_create_collection,
     lock_collection,
@@ -108,11 +108,14 @@ def ingest_records(
     if batch.n_accepted == 0:
         batch.status = "done"  # nothing to cluster
     elif features:
+        session.flush()
         if created:  # the config as the writer will read it back (field order included)
-            session.flush()
             session.refresh(coll, ["config"])
             cfg = dict(coll.config)
-        _store_features(session, batch.id, cfg, list(accepted.items()))
+        # the rows as the writer reads them back: a JSON column does not hand every value
+        # back as given (PostgreSQL's jsonb returns the float 4.111111111111111e19 as the
+        # int 41111111111111110000, whose text differs from the float's)
+        _store_features(session, batch.id, cfg, batch_mentions(session, coll.id, batch.seq))
     return {
         "collection": collection,
         "batch_seq": batch.seq,
@@ -131,13 +134,12 @@ def _store_features(
     """Store the features of a batch's accepted records. Features that cannot be made
     are left to the writer, which makes them itself and fails the batch with the reason
     if it cannot either: the records are stored whatever happens here."""
-    try:
-        made = make_features(config, rows)
-    except (ERError, ValueError, TypeError) as exc:
-        logger.warning("batch %d: features left to the writer: %s", batch_id, exc)
+    try:  # computation alone: whatever it raises (OverflowError, MemoryError...) is the writer's
+        data = encode_features(make_features(config, rows))
+    except Exception as exc:
+        logger.warning("batch %d: features left to the writer: %r", batch_id, exc)
         return
-    session.flush()  # the batch row exists before its features refer to it
-    store_features(session, batch_id, features_digest(config), encode_features(made))
+    store_features(session, batch_id, features_digest(config), data)
 
 
 def _screen(

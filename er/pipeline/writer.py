@@ -57,10 +57,10 @@ from er.pipeline.config import DEFAULT_CUT, EXACT_MAX
 from er.pipeline.features import (
     BatchFeatures,
     aligned,
-    decode_features,
     features_digest,
     joined,
     make_features,
+    usable,
 )
 from er.pipeline.lane import _Lane, _Queued, _timed, plan_groups
 from er.pipeline.scores import candidate_scores, current_model, pair_scores, rescored
@@ -322,8 +322,7 @@ class _BatchJob:
         with _timed(timings, "features_read_s"):
             with Session(self.engine) as session:
                 stored = stored_features(session, [batch_id for batch_id, _ in self.batches])
-            digest = features_digest(self.config)
-            given = {b: decode_features(data) for b, (d, data) in stored.items() if d == digest}
+            given = usable(stored, features_digest(self.config))
         parts = []
         with _timed(timings, "featurize_s"):
             for (batch_id, _), part in zip(self.batches, self._parts(), strict=True):
