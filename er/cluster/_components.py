@@ -418,7 +418,7 @@ def step(
         G = completion.graph(S, G, label)
     h = agglomerate(G, S.size)
     if completion is not None:
-        h = _refined(completion, S, G, label, h, agglomerate)
+        h = refined(completion, S, G, label, h, agglomerate)
     M = h.leaf_membership()
     pids = point_ids[S]
     old_pids = np.where(n0 <= S, -1, pids)
@@ -444,13 +444,13 @@ def step(
     forest.set_components(S, label, n)
     after_ids = np.r_[ids, extra]
     if forest.root >= 0:
-        _place_root(forest, n)
+        place_root(forest, n)
         after_ids = np.r_[after_ids, forest.root]
     delta = forest.snapshot(after_ids).delta_from(before, algorithm)
     return delta, Touched(S, h, ids)
 
 
-def _refined(
+def refined(
     completion: Completion,
     S: NDArray[np.int64],
     G: sparse.csr_array,
@@ -499,7 +499,7 @@ def _root_change(forest: Forest, want_root: bool, old_ids: NDArray[np.int64]) ->
     return np.setdiff1d(under, old_ids)
 
 
-def _place_root(forest: Forest, n: int) -> None:
+def place_root(forest: Forest, n: int) -> None:
     """The root spans every point, one level above the rounds, score 0."""
     r = forest.root
     forest.reserve(r + 1)

@@ -93,13 +93,16 @@ class CutIndex:
     ) -> None:
         """Read ``points`` (shape (s,), whole floor components: a step's ``S``) again
         from the forest."""
-        n = forest.n_points
-        if self.ent.size < n:  # double the room, as the forest does
-            self.ent = grown(self.ent, max(n, 2 * self.ent.size), -1)
-            self.csize = grown(self.csize, max(n, 2 * self.csize.size), 0)
+        self.room(forest.n_points)
         self.ent[points] = _cluster_at(forest, point_ids[points], self.at)
         name, count = np.unique(forest.comp[points], return_counts=True)
         self.csize[name] = count
+
+    def room(self, n: int) -> None:
+        """Room for ``n`` points (doubled as the forest doubles its own)."""
+        if self.ent.size < n:
+            self.ent = grown(self.ent, max(n, 2 * self.ent.size), -1)
+            self.csize = grown(self.csize, max(n, 2 * self.csize.size), 0)
 
     def grafts(
         self,
@@ -257,7 +260,7 @@ def step(
     G = _components.local_graph(new, idx[new], sim[new])
     label = _components.floor_components(G, floor)
     G = completion.graph(new, G, label)
-    h = _components._refined(completion, new, G, label, agglomerate(G, new.size), agglomerate)
+    h = _components.refined(completion, new, G, label, agglomerate(G, new.size), agglomerate)
     top_of_point, top_of_node = _tops_in(h, at)
     tops, group = np.unique(top_of_point, return_inverse=True)
     group = group.astype(np.int64)
@@ -273,7 +276,7 @@ def step(
     made = _place(forest, index, h, top_of_node, tops, target, score, point_ids, take, taus)
     _join_components(forest, index, label, joins, idx[new], sim[new], floor, n)
     index.ent[new] = _cluster_at(forest, point_ids[new], at)
-    _components._place_root(forest, n)
+    _components.place_root(forest, n)
     after = forest.snapshot(np.unique(np.r_[before_ids, made, forest.root]))
     joined = np.unique(index.ent[new])
     points = np.flatnonzero(np.isin(index.ent[:n], joined))
@@ -470,7 +473,5 @@ def _join_components(
     np.minimum.at(first, label[free], free + n0)
     names[free] = first[label[free]]
     forest.add_points(np.arange(n0, n, dtype=np.int64), names)
-    if index.csize.size < n:
-        index.csize = grown(index.csize, max(n, 2 * index.csize.size), 0)
-        index.ent = grown(index.ent, max(n, 2 * index.ent.size), -1)
+    index.room(n)
     np.add.at(index.csize, names, 1)
