@@ -189,12 +189,47 @@ def _tops_in(h: Hierarchy, at: float) -> tuple[NDArray[np.int64], NDArray[np.int
     return cur, top
 
 
+@dataclass
+class _Members:
+    """The old points of some clusters at the cut (one pass over the n old points).
+
+    Attributes
+    ----------
+    clusters : ndarray of int64, shape (t,)
+        The clusters' stable ids, sorted.
+    points : ndarray of int64, shape (m,)
+        Their points, by cluster, then in arrival order.
+    start : ndarray of int64, shape (t,)
+        Where each cluster's points begin in ``points``.
+    """
+
+    clusters: NDArray[np.int64]
+    points: NDArray[np.int64]
+    start: NDArray[np.int64]
+
+    @classmethod
+    def of(cls, ent: NDArray[np.int64], n0: int, wanted: NDArray[np.int64]) -> _Members:
+        """The points among the first ``n0`` whose cluster (``ent``) is in ``wanted``."""
+        clusters = np.unique(wanted)
+        points = np.flatnonzero(np.isin(ent[:n0], clusters))
+        points = points[np.argsort(ent[points], kind="stable")]
+        return cls(clusters, points, np.searchsorted(ent[points], clusters))
+
+    def at(self, clusters: NDArray[np.int64]) -> NDArray[np.int64]:
+        """(c,) where each of ``clusters`` (all held) begins in ``points``."""
+        return self.start[np.searchsorted(self.clusters, clusters)]
+
+    def sizes(self, clusters: NDArray[np.int64]) -> NDArray[np.int64]:
+        """(c,) the points of each of ``clusters`` (all held)."""
+        size: NDArray[np.int64] = np.diff(np.r_[self.start, self.points.size])
+        return size[np.searchsorted(self.clusters, clusters)]
+
+
 def _links(
     groups: NDArray[np.int64],
     cand_g: NDArray[np.int64],
     cand_e: NDArray[np.int64],
-    ent: NDArray[np.int64],
-    n0: int,
+    members: _Members,
     new_points: NDArray[np.int64],
     pair_scores: PairScores,
 ) -> NDArray[np.float64]:
@@ -202,13 +237,10 @@ def _links(
     cluster ``cand_e[i]`` (every pair when they have no more), spread evenly over the
     grid of the group's points by the cluster's points in arrival order.
 
-    ``groups`` (b,) is each new point's group; ``new_points`` (b,) their indices.
+    ``groups`` (b,) is each new point's group; ``new_points`` (b,) their indices;
+    ``members`` holds every ``cand_e``.
     """
-    targets = np.unique(cand_e)
-    members = np.flatnonzero(np.isin(ent[:n0], targets))
-    members = members[np.argsort(ent[members], kind="stable")]  # by cluster, by arrival
-    start = np.searchsorted(ent[members], targets)
-    size = np.diff(np.r_[start, members.size])[np.searchsorted(targets, cand_e)]
+    size = members.sizes(cand_e)
     order = np.argsort(groups, kind="stable")
     g_start = np.searchsorted(groups[order], np.arange(int(groups.max()) + 1))
     g_size = np.bincount(groups, minlength=g_start.size)[cand_g]
@@ -219,8 +251,7 @@ def _links(
     flat = q * np.repeat(grid, per) // np.repeat(per, per)  # evenly over the grid
     a, j = flat // np.repeat(size, per), flat % np.repeat(size, per)
     left = new_points[order[g_start[cand_g][cand] + a]]
-    e_start = start[np.searchsorted(targets, cand_e)]
-    right = members[np.repeat(e_start, per) + j]
+    right = members.points[np.repeat(members.at(cand_e), per) + j]
     score = np.nan_to_num(np.asarray(pair_scores(left, right), np.float64))
     total = np.bincount(cand, weights=score, minlength=cand_g.size)
     mean: NDArray[np.float64] = total / np.maximum(per, 1).astype(np.float64)
@@ -264,13 +295,15 @@ def step(
     top_of_point, top_of_node = _tops_in(h, at)
     tops, group = np.unique(top_of_point, return_inverse=True)
     group = group.astype(np.int64)
-    target, score = _targets(group, tops.size, idx[new], sim[new], index, n0, new, completion)
+    target, score, members = _targets(
+        group, tops.size, idx[new], sim[new], index, n0, new, completion
+    )
     # an old point last at level 0 has no level for a parent under its own
     at_zero = forest.hi[np.maximum(target, 0)] < 1
     target[(target >= 0) & at_zero & (forest.lo[np.maximum(target, 0)] == 0)] = -1
     # a grafted point joins its target's floor component: each component's tree holds
     # its own points alone, as the exact step takes them (er.cluster._components)
-    joins = _target_components(forest, index, target, n0)[group]
+    joins = _target_components(forest, members, target)[group]
     before_ids = _chain(forest, np.unique(target[target >= 0]))
     before = forest.snapshot(np.r_[before_ids, forest.root])
     made = _place(forest, index, h, top_of_node, tops, target, score, point_ids, take, taus)
@@ -294,9 +327,9 @@ def _targets(
     n0: int,
     new: NDArray[np.int64],
     completion: Completion,
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """(g,) the old cluster each new group is grafted under (stable id, -1 for none)
-    and the link's score."""
+) -> tuple[NDArray[np.int64], NDArray[np.float64], _Members]:
+    """(g,) the old cluster each new group is grafted under (stable id, -1 for none),
+    the link's score, and the points of every old cluster linked to."""
     rows = np.repeat(np.arange(new.size), idx.shape[1])
     nb, s = idx.ravel(), sim.ravel()
     ok = (nb >= 0) & (nb < n0) & (s >= index.at)
@@ -310,15 +343,16 @@ def _targets(
     keep = np.sort(by[rank < GRAFT_CANDIDATES])
     cand_g, cand_e = cand_g[keep], cand_e[keep]
     target, best = np.full(n_groups, -1, np.int64), np.full(n_groups, -np.inf)
+    members = _Members.of(index.ent, n0, cand_e)
     if cand_g.size == 0:
-        return target, best
-    link = _links(group, cand_g, cand_e, index.ent, n0, new, completion.pair_scores)
+        return target, best, members
+    link = _links(group, cand_g, cand_e, members, new, completion.pair_scores)
     order = np.lexsort((-link, cand_g))  # each group's best first
     first = np.r_[True, cand_g[order][1:] != cand_g[order][:-1]]
     g, e, v = cand_g[order][first], cand_e[order][first], link[order][first]
     keep = v >= index.at
     target[g[keep]], best[g[keep]] = e[keep], v[keep]
-    return target, best
+    return target, best, members
 
 
 def _chain(forest: _components.Forest, ids: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -426,19 +460,14 @@ def _grow_chain(forest: _components.Forest, grafted: NDArray[np.int64]) -> None:
 
 
 def _target_components(
-    forest: _components.Forest, index: CutIndex, target: NDArray[np.int64], n0: int
+    forest: _components.Forest, members: _Members, target: NDArray[np.int64]
 ) -> NDArray[np.int64]:
-    """(g,) the floor component of each group's target (the name of one of its old
-    points' components: a target is the cluster at ``at`` of its points), -1 for none."""
+    """(g,) the floor component of each group's target (that of its first old point: a
+    target is the cluster at ``at`` of its points), -1 for none; ``members`` holds
+    every target."""
     out = np.full(target.size, -1, np.int64)
     has = target >= 0
-    if not has.any():
-        return out
-    wanted = np.unique(target[has])
-    members = np.flatnonzero(np.isin(index.ent[:n0], wanted))
-    ent = index.ent[members]
-    first = np.unique(ent, return_index=True)[1]  # one point of each target
-    out[has] = forest.comp[members[first]][np.searchsorted(ent[first], target[has])]
+    out[has] = forest.comp[members.points[members.at(target[has])]]
     return out
 
 

@@ -34,7 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +188,8 @@ class _BatchJob:
     earlier: tuple[int, ...] = ()
     held: int | None = None
     worker: int | None = None  # the worker process stepping it (None: in process)
+    # batch id -> (digest, data) of the features its ingest stored (read by begin())
+    stored: dict[int, tuple[str, bytes]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -232,14 +234,16 @@ class _BatchJob:
         """The step's ``(external id, payload)`` rows, batch after batch, and whether
         ``state`` lacks them (else a crash or a failure came after its checkpoint,
         before "done": under this seq, or under one it had before `er retry` moved it);
-        marks the batches running, on this worker, and records their group before any
-        of it is written."""
+        marks the batches running on this worker, records their group before any of
+        it is written, and reads the features their ingest stored (:meth:`_features`)."""
         self.held = next((seq for seq in self.earlier if seq in state.ranges), None)
         fresh = self.seq > state.seq and self.held is None
         with Session(self.engine) as session, session.begin():
             # one query per batch: an IN list of seqs made SQLite's planner scan the
             # collection's mentions (0.2 s a step at 300k) instead of the batch_seq index
             parts = [batch_mentions(session, self.coll_id, seq) for _, seq in self.batches]
+            if fresh:
+                self.stored = stored_features(session, [b for b, _ in self.batches])
             if fresh and not self.replay:
                 ids = [batch_id for batch_id, _ in self.batches]
                 session.execute(
@@ -320,9 +324,7 @@ class _BatchJob:
         """Each batch's features as the ingest process that stored it made them, under
         this config (:mod:`er.pipeline.features`); made here where they are not."""
         with _timed(timings, "features_read_s"):
-            with Session(self.engine) as session:
-                stored = stored_features(session, [batch_id for batch_id, _ in self.batches])
-            given = usable(stored, features_digest(self.config))
+            given = usable(self.stored, features_digest(self.config))
         parts = []
         with _timed(timings, "featurize_s"):
             for (batch_id, _), part in zip(self.batches, self._parts(), strict=True):

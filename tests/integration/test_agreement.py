@@ -19,21 +19,6 @@ import pytest
 pytestmark = [pytest.mark.postgres, pytest.mark.graph]
 
 
-@pytest.fixture(scope="module")
-def settings(pg_url: str, falkordb_server: Any, tmp_path_factory: Any) -> Any:
-    from er.config import Settings
-    from er.stores.sql import make_engine, upgrade
-
-    engine = make_engine(pg_url)
-    upgrade(engine)
-    engine.dispose()
-    return Settings(
-        database_url=pg_url,
-        graph_url=f"falkordb://:{falkordb_server.password}@127.0.0.1:{falkordb_server.port}",
-        data_dir=Path(tmp_path_factory.mktemp("agreement")),
-    )
-
-
 def _resolved(settings: Any, cut: float, n: int = 300) -> tuple[str, list[dict[str, str]]]:
     """``n`` FEBRL3 records in two batches, in one collection whose entities are cut at
     ``cut`` (0: the root, every record in one entity)."""

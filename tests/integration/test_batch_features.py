@@ -7,27 +7,11 @@ batches resolved with no stored features.
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
-
-
-@pytest.fixture(scope="module")
-def settings(pg_url: str, falkordb_server: Any, tmp_path_factory: Any) -> Any:
-    from er.config import Settings
-    from er.stores.sql import make_engine, upgrade
-
-    engine = make_engine(pg_url)
-    upgrade(engine)
-    engine.dispose()
-    return Settings(
-        database_url=pg_url,
-        graph_url=f"falkordb://:{falkordb_server.password}@127.0.0.1:{falkordb_server.port}",
-        data_dir=Path(tmp_path_factory.mktemp("er-data")),
-    )
 
 
 def _name() -> str:

@@ -172,9 +172,9 @@ def test_a_graft_joins_a_cluster_its_mean_over_every_pair_reaches(
     real = _graft._targets
 
     def spy(group, n_groups, idx, sim, index, n0, new, completion):  # type: ignore[no-untyped-def]
-        target, best = real(group, n_groups, idx, sim, index, n0, new, completion)
+        target, best, members = real(group, n_groups, idx, sim, index, n0, new, completion)
         seen.append((group.copy(), new.copy(), target.copy(), best.copy()))
-        return target, best
+        return target, best, members
 
     monkeypatch.setattr(_graft, "_targets", spy)
     m, checked = MBSCC(**_params(50, 8)), 0
