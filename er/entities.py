@@ -7,9 +7,11 @@ into a partition of the mentions (its entities) and hands it to
 
 - an entity whose members did not change keeps its id (new mentions may join it);
 - a merge keeps the id of the predecessor contributing the most mentions (ties: the
-  predecessor with more members, then the oldest id);
-- a split keeps the id for the part holding the most of the old members and mints
-  new ids for the others;
+  predecessor with more members, then the one holding the oldest mention: the smallest,
+  mentions being numbered as they arrive; not the oldest id, since writers of one
+  collection's parts mint the ids of one batch in no common order, docs/sharding.md);
+- a split keeps the id for the part holding the most of the old members (ties: the
+  part holding the oldest mention) and mints new ids for the others;
 - ids are never reused: a retired id never comes back.
 
 Ids are assigned greedily over (old entity, new entity) pairs in order of overlap,
@@ -140,9 +142,14 @@ class EntityLedger:
                 old = self.entity_of.get(m)
                 if old is not None:
                     overlap[old, k] += 1
-        # Most shared mentions first; then the larger old entity; then the oldest id;
-        # then the new cluster holding the smallest mention order (stable by index).
-        order = sorted(overlap, key=lambda p: (-overlap[p], -len(self.members[p[0]]), p[0], p[1]))
+        # Most shared mentions first; then the larger old entity; then the one holding
+        # the oldest (smallest) mention; then the new cluster holding the oldest mention.
+        oldest = {e: min(cast("set[int]", self.members[e])) for e, _ in overlap}
+        first = [min(cast("set[int]", c)) for c in clusters]
+        order = sorted(
+            overlap,
+            key=lambda p: (-overlap[p], -len(self.members[p[0]]), oldest[p[0]], first[p[1]]),
+        )
         ids: list[int | None] = [None] * len(clusters)
         taken: set[int] = set()
         for old, k in order:
@@ -247,7 +254,7 @@ class ArrayLedger:
         mentions = np.asarray(mentions, np.int64)
         cluster = np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1)
         old = self._old_entities(mentions)
-        ids = self._assign(old, cluster)
+        ids = self._assign(mentions, old, cluster)
         new = ids[cluster]
         step = self._diff(batch, mentions, cluster, old, new)
         order = np.argsort(mentions)
@@ -284,7 +291,7 @@ class ArrayLedger:
             old = np.where(known, self.entity_[pos], -1)
         else:
             known, old = np.zeros(mentions.size, bool), np.full(mentions.size, -1, np.int64)
-        ids = self._assign(old, cluster)
+        ids = self._assign(mentions, old, cluster)
         new = ids[cluster]
         step = self._diff(batch, mentions, cluster, old, new)
         self.entity_[pos[known]] = new[known]
@@ -314,7 +321,9 @@ class ArrayLedger:
             raise ConfigError(f"the new partition drops mention {int(lost[0])}.")
         return np.where(known, self.entity_[pos], -1)
 
-    def _assign(self, old: NDArray[np.int64], cluster: NDArray[np.int64]) -> NDArray[np.int64]:
+    def _assign(
+        self, mentions: NDArray[np.int64], old: NDArray[np.int64], cluster: NDArray[np.int64]
+    ) -> NDArray[np.int64]:
         """(K,) id of each new cluster: :meth:`EntityLedger._assign`'s greedy order."""
         n_clusters = int(cluster.max()) + 1 if cluster.size else 0
         ids = np.full(n_clusters, -1, np.int64)
@@ -322,10 +331,18 @@ class ArrayLedger:
         pair, count = _unique_pairs(old[seen], cluster[seen])
         if pair.size:
             # every current mention of an old entity is among the given ones (checked
-            # by step_labels, the caller's promise in step_part): its size is its count
-            sizes = np.unique(old[seen], return_counts=True)
-            size = sizes[1][np.searchsorted(sizes[0], pair[:, 0])]
-            order = np.lexsort((pair[:, 1], pair[:, 0], -size, -count))
+            # by step_labels, the caller's promise in step_part): its size is its
+            # count, its oldest mention the smallest of them
+            entity, inverse, sizes = np.unique(old[seen], return_inverse=True, return_counts=True)
+            first = np.full(entity.size, np.iinfo(np.int64).max, np.int64)
+            np.minimum.at(first, inverse.reshape(-1), mentions[seen])
+            at = np.searchsorted(entity, pair[:, 0])
+            # a last tie (one old entity's members split evenly) to the new cluster
+            # holding the oldest mention: cluster labels are node ids, which differ
+            # between writers
+            oldest = np.full(n_clusters, np.iinfo(np.int64).max, np.int64)
+            np.minimum.at(oldest, cluster, mentions)
+            order = np.lexsort((oldest[pair[:, 1]], first[at], -sizes[at], -count))
             _greedy(pair[order, 0], pair[order, 1], ids)
         fresh = np.flatnonzero(ids < 0)
         ids[fresh] = self.next_id + np.arange(fresh.size)

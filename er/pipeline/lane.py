@@ -42,9 +42,9 @@ CHECKPOINT_MAX_BATCHES = 50
 
 # A backlog step takes pending batches in sequence order while their mentions add up
 # to at most this many (a batch larger than it goes alone). Larger steps cut MBSCC's
-# work and the graph rows at the same F1 (bench/RESULTS.md, "Sharding a collection
-# (measured at the cores, not built)", batches of 4,000); a step of 4,000 stays a few
-# seconds, inside a task's time limit.
+# work and the graph rows at the same F1 (bench/RESULTS.md, "Sharding a collection",
+# its field keys' batches of 4,000); a step of 4,000 stays a few seconds, inside a
+# task's time limit.
 # Changing it changes no replay: the groups taken are recorded per batch.
 GROUP_MAX_MENTIONS = 4000
 

@@ -111,7 +111,7 @@ def _check_pure_merges_and_splits(
     for c in partition:
         preds = {old_of[m] for m in c if m in old_of}
         if len(preds) > 1 and all(before[p] <= c for p in preds):  # a pure merge
-            largest = min(preds, key=lambda p: (-len(before[p]), p))
+            largest = min(preds, key=lambda p: (-len(before[p]), min(before[p])))  # oldest mention
             assert entity_of[next(iter(c))] == largest
     for e, old in before.items():
         parts = [c & old for c in partition if c & old]
