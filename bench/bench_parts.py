@@ -18,9 +18,9 @@ Each writer keeps an MBSCC core with the pipeline's parameters over its own ment
 its own entity ledger (``er.entities.ArrayLedger``), minting ids from its own block.
 Its core also holds a stand-in point for each mention of another part that its lists
 reach or whose list reaches its mentions (``PartWriter``): a pair under the floor
-never merges, but it takes a slot of a k-NN list and counts in the mean linkage inside
-a component, so the one writer's lists are kept only if every part sees the pairs that
-reach its mentions from the others.
+never merges, but it takes a slot of a k-NN list (a list keeps its best k), so the one
+writer's lists are kept only if every part sees the pairs that reach its mentions from
+the others.
 
 The pair model is trained once on the stream's first ``--train`` records
 (``train_on_collection``, as the writer's retraining at 10,000 mentions) and kept for
@@ -107,9 +107,9 @@ class PartWriter:
     Besides its own mentions the core holds a **stand-in** point for each mention of
     another part that a list here reaches or that reaches a list here: a list pair
     under the floor never merges (MBSCC ``tau_min``), but it fills a slot of the list,
-    and the mean linkage inside a component counts every list pair, so the one writer's
-    lists (each point's best k of every pair that reached it) are kept only if each
-    part's lists see the other parts' pairs too. A stand-in's pairs all lie under the
+    so the one writer's lists (each point's best k of every pair that reached it, whose
+    pairs inside a component, under the floor too, count in its mean linkage) are kept
+    only if each part's lists see the other parts' pairs too. A stand-in's pairs all lie under the
     floor (a pair at or above it puts both mentions in one component, so one part);
     it stays a cluster of its own and is no mention of the ledger.
     """
@@ -228,6 +228,7 @@ class PartWriter:
         if was:
             t0 = time.process_time()
             old = np.array(list(was.values()), np.int64)
+            knn.idx[old], knn.sim[old] = -1, -np.inf  # the stand-ins' own reverse pairs
             now = np.array([self.local_of[g] for g in was], np.int64)
             remap = np.arange(self.global_of.size)
             remap[old] = now
@@ -237,6 +238,16 @@ class PartWriter:
             # one pass over the part's lists per move; a build would index the lists
             # that hold each stand-in
             self.seconds["remap_s"] += time.process_time() - t0
+
+    def floor_pairs_off_part(self) -> int:
+        """List pairs at or above the floor with a stand-in at either end: none, if every
+        floor component lies whole in one part."""
+        knn = self.core._knn
+        idx, sim = knn.idx, knn.sim
+        floor = (idx >= 0) & (sim >= PAIR_FLOOR)
+        rows = np.broadcast_to(np.arange(idx.shape[0])[:, None], idx.shape)
+        own = self.global_of >= 0
+        return int((floor & ~(own[rows] & own[np.where(floor, idx, 0)])).sum())
 
     def export(self, mentions: NDArray[np.int64]) -> Moved:
         """Hand a component over: its mentions leave the ledger with their entities,
@@ -254,6 +265,9 @@ class PartWriter:
         rows = [list(self.table.values(int(i)).values()) for i in local]
         knn = self.core._knn  # a move reads lists directly: MBSCC has no reader
         idx, sim = knn.idx[local].copy(), knn.sim[local].copy()
+        # their points stay as stand-ins, with no pairs of their own left: a stand-in's
+        # pairs lie under the floor, and these would join them again on a re-derivation
+        knn.idx[local], knn.sim[local] = -1, -np.inf
         ok = idx >= 0
         g = self.global_of[idx[ok]]
         idx[ok] = np.where(g >= 0, g, -1 - g)
@@ -277,6 +291,8 @@ def _serve(part: int, conn: Connection, config: dict[str, Any], model: dict[str,
             conn.send(writer.export(arg))
         elif kind == "entities":
             conn.send((writer.ledger.mention_, writer.ledger.entity_))
+        elif kind == "floor_pairs_off_part":
+            conn.send(writer.floor_pairs_off_part())
         elif kind == "seconds":
             own = len(writer.local_of)
             points = {"points": int(writer.global_of.size), "own": own}
@@ -426,12 +442,13 @@ class Stream:
 
 
 def untied(sim: NDArray[np.float32], idx: NDArray[np.int64], first: int) -> NDArray[np.float32]:
-    """(b, k) ``sim`` nudged by under 1e-3 per pair, by its two mention ids alike from
-    either side, so that no two pairs tie (``--untie``)."""
+    """(b, k) ``sim`` nudged down by under a thousandth of itself per pair, by its two
+    mention ids alike from either side, so that pairs seldom tie (``--untie``); down, so
+    that no score passes 1 (linkage clips there, and ties again)."""
     rows = np.arange(first, first + idx.shape[0])[:, None]
     lo, hi = np.minimum(rows, idx), np.maximum(rows, idx)
     frac = ((lo * 2_654_435_761 + hi * 40_503) % 1_000_003) / 1_000_003
-    return np.where(idx >= 0, sim + 1e-3 * frac, sim).astype(np.float32)
+    return np.where(idx >= 0, sim * (1 - 1e-3 * frac), sim).astype(np.float32)
 
 
 def trained_model(config: dict[str, Any], records: Sequence[dict[str, str]]) -> PairModel:
@@ -497,21 +514,38 @@ def _step(
 
 
 def entity_array(conns: list[Connection], n: int) -> NDArray[np.int64]:
-    """(n,) every mention's entity id, gathered from the writers."""
+    """(n,) every mention's entity id, gathered from the writers; each mention must be
+    held by exactly one."""
     out = np.full(n, -1, np.int64)
+    held = np.zeros(n, np.int64)
     for c in conns:
         c.send(("entities", None))
     for c in conns:
         m, e = c.recv()
         out[m] = e
+        np.add.at(held, m, 1)
+    if (held != 1).any():
+        raise SystemExit(
+            f"mention {int(np.flatnonzero(held != 1)[0])} held by {int(held[held != 1][0])} writers"
+        )
     return out
 
 
+def collection_config(args: argparse.Namespace, records: list[dict[str, str]]) -> dict[str, Any]:
+    """The collection's config, inferred from the first batch as the writer does."""
+    return new_collection_config(records[: args.batch], id_field="rec_id", gold_field="entity")
+
+
 def run(
-    args: argparse.Namespace, records: list[dict[str, str]], n_parts: int, check: Check | None
+    args: argparse.Namespace,
+    records: list[dict[str, str]],
+    n_parts: int,
+    check: Check | None,
+    model: PairModel,
 ) -> dict[str, Any]:
-    config = new_collection_config(records[: args.batch], id_field="rec_id", gold_field="entity")
-    model = trained_model(config, records[: args.train])
+    """Stream ``records`` through ``n_parts`` writers scored by ``model`` (one model for
+    every run compared: two trainings need not give one model to the last bit)."""
+    config = collection_config(args, records)
     core_k = int(_make_core(config["algorithm"], dict(config["params"])).k)
     stream = Stream(config, model, core_k, untie=args.untie)
     ctx = mp.get_context("fork")
@@ -556,6 +590,10 @@ def run(
         else:
             check.batch(t, ent)
     wall = time.perf_counter() - wall0
+    off_part = 0
+    for c in conns:
+        c.send(("floor_pairs_off_part", None))
+        off_part += c.recv()
     seconds = []
     for c in conns:
         c.send(("seconds", None))
@@ -570,7 +608,8 @@ def run(
         "route_s": round(route_s, 3)
     }
     coordination = router["route_s"] + writers["move_in_s"] + writers["move_out_s"]
-    work = sum(stream.seconds.values()) + route_s + writers["step_s"] + writers["move_out_s"]
+    work = sum(stream.seconds.values()) + route_s + writers["step_s"]
+    work += writers["move_in_s"] + writers["move_out_s"]
     out: dict[str, Any] = {
         "bench": "parts",
         "parts": n_parts,
@@ -591,6 +630,7 @@ def run(
         "join_steps": joins,
         "carriers": carried,
         "coordination_share": round(coordination / work, 4),
+        "floor_pairs_off_part": off_part,
         "pairwise_f1": round(pairwise_prf(gold, ent)[2], 4),
         "bcubed_f1": round(bcubed(gold, ent)[2], 4),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cpus",
@@ -625,9 +665,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="append one JSON line per run")
     args = parser.parse_args()
     records = people_records(args.people, args.n, seed=args.seed)
-    one = run(args, records, 1, None)
+    model = trained_model(collection_config(args, records), records[: args.train])
+    one = run(args, records, 1, None, model)
     check = Check(one.pop("_entities"))
-    results = [one] + [run(args, records, p, Check(check.reference)) for p in args.parts]
+    results = [one] + [run(args, records, p, Check(check.reference), model) for p in args.parts]
     for r in results:
         line = json.dumps(r)
         print(line, flush=True)

@@ -7,11 +7,12 @@ into a partition of the mentions (its entities) and hands it to
 
 - an entity whose members did not change keeps its id (new mentions may join it);
 - a merge keeps the id of the predecessor contributing the most mentions (ties: the
-  predecessor with more members, then the one holding the oldest mention: the smallest,
-  mentions being numbered as they arrive; not the oldest id, since writers of one
+  predecessor with more members, then the one holding the smallest mention, the oldest
+  where mentions are numbered as they arrive; not the oldest id, since writers of one
   collection's parts mint the ids of one batch in no common order, docs/sharding.md);
-- a split keeps the id for the part holding the most of the old members (ties: the
-  part holding the oldest mention) and mints new ids for the others;
+- a split keeps the id for the new entity holding the most of the old members (ties:
+  the new entity holding the smallest mention, of any origin) and mints new ids for
+  the others;
 - ids are never reused: a retired id never comes back.
 
 Ids are assigned greedily over (old entity, new entity) pairs in order of overlap,
