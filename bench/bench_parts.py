@@ -109,9 +109,9 @@ class PartWriter:
     under the floor never merges (MBSCC ``tau_min``), but it fills a slot of the list,
     so the one writer's lists (each point's best k of every pair that reached it, whose
     pairs inside a component, under the floor too, count in its mean linkage) are kept
-    only if each part's lists see the other parts' pairs too. A stand-in's pairs all lie under the
-    floor (a pair at or above it puts both mentions in one component, so one part);
-    it stays a cluster of its own and is no mention of the ledger.
+    only if each part's lists see the other parts' pairs too. A stand-in's pairs all lie
+    under the floor (a pair at or above it puts both mentions in one component, so one
+    part); it stays a cluster of its own and is no mention of the ledger.
     """
 
     def __init__(self, part: int, config: dict[str, Any], model_json: dict[str, Any]) -> None:
@@ -147,9 +147,10 @@ class PartWriter:
         self.seconds["move_in_s"] += t1 - t0
         self.seconds["step_s"] += time.process_time() - t1
 
-    def _points(self, ids: NDArray[np.int64]) -> NDArray[np.int64]:
-        """(m, k) points of global ids (-1 stays); stand-ins made for unknown ones
-        (their rows are added by the caller, lists empty)."""
+    def _points(self, ids: NDArray[np.int64], first: int, made: list[int]) -> NDArray[np.int64]:
+        """(m, k) points of global ids (-1 stays). An unknown mention gets a stand-in at
+        point ``first + len(made)`` and is appended to ``made`` (:meth:`_append` adds
+        the points)."""
         out = np.full(ids.shape, -1, np.int64)
         ok = ids >= 0
         for pos, g in zip(np.flatnonzero(ok).tolist(), ids[ok].tolist(), strict=True):
@@ -157,10 +158,18 @@ class PartWriter:
             if point is None:
                 point = self.stand_in.get(g)
             if point is None:
-                point = self.stand_in[g] = self.global_of.size + self._pending
-                self._pending += 1
+                point = self.stand_in[g] = first + len(made)
+                made.append(g)
             out.flat[pos] = point
         return out
+
+    def _append(self, points: NDArray[np.int64], rows: list[Any], made: list[int]) -> int:
+        """Add ``points`` (mentions, or -1 - mention for stand-ins) with their values,
+        then the stand-ins ``made``, valueless; the number of those."""
+        extra = len(made)
+        self.global_of = np.r_[self.global_of, points, -1 - np.array(made, np.int64)]
+        self.table.add(rows + [[None] * len(self.table.fields)] * (points.size - len(rows) + extra))
+        return extra
 
     def _add(self, new: Lists, rows: list[Any], carriers: Lists) -> None:
         """Step the core on the new mentions, the carriers (stand-ins of other parts' new
@@ -170,15 +179,12 @@ class PartWriter:
         b, c = new.mentions.size, carriers.mentions.size
         self.local_of.update((g, first + i) for i, g in enumerate(new.mentions.tolist()))
         self.stand_in.update((g, first + b + i) for i, g in enumerate(carriers.mentions.tolist()))
-        self._pending = b + c
-        idx = np.r_[self._points(new.idx), self._points(carriers.idx)]
-        extra = self._pending - b - c
-        added = [new.mentions, -1 - carriers.mentions]
-        added.append(
-            -1 - np.array([g for g, p in self.stand_in.items() if p >= first + b + c], np.int64)
-        )
-        self.global_of = np.r_[self.global_of, *added]
-        self.table.add(rows + [[None] * len(self.table.fields)] * (c + extra))
+        made: list[int] = []
+        idx = np.r_[
+            self._points(new.idx, first + b + c, made),
+            self._points(carriers.idx, first + b + c, made),
+        ]
+        extra = self._append(np.r_[new.mentions, -1 - carriers.mentions], rows, made)
         idx = np.r_[idx, np.full((extra, idx.shape[1]), -1, np.int64)]
         sim = np.r_[new.sim, carriers.sim, np.zeros((extra, idx.shape[1]), np.float32)]
         self._fit(idx, np.where(idx >= 0, sim, 0).astype(np.float32))
@@ -208,12 +214,9 @@ class PartWriter:
         first = self.global_of.size
         was = {g: self.stand_in.pop(g) for g in m.tolist() if g in self.stand_in}
         self.local_of.update((g, first + i) for i, g in enumerate(m.tolist()))
-        self._pending = m.size
-        idx = self._points(moved.lists.idx)
-        extra = self._pending - m.size
-        stand = [g for g, p in self.stand_in.items() if p >= first + m.size]
-        self.global_of = np.r_[self.global_of, m, -1 - np.array(stand, np.int64)]
-        self.table.add(moved.rows + [[None] * len(self.table.fields)] * extra)
+        made: list[int] = []
+        idx = self._points(moved.lists.idx, first + m.size, made)
+        extra = self._append(m, moved.rows, made)
         # the component's own lists enter without touching the lists here (their pairs
         # to this part's mentions are already there, through the stand-ins)
         inside = (idx >= first) & (idx < first + m.size)

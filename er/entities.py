@@ -335,15 +335,13 @@ class ArrayLedger:
             # by step_labels, the caller's promise in step_part): its size is its
             # count, its oldest mention the smallest of them
             entity, inverse, sizes = np.unique(old[seen], return_inverse=True, return_counts=True)
-            first = np.full(entity.size, np.iinfo(np.int64).max, np.int64)
-            np.minimum.at(first, inverse.reshape(-1), mentions[seen])
             at = np.searchsorted(entity, pair[:, 0])
+            oldest = _smallest(inverse.reshape(-1), mentions[seen], entity.size)
             # a last tie (one old entity's members split evenly) to the new cluster
             # holding the oldest mention: cluster labels are node ids, which differ
             # between writers
-            oldest = np.full(n_clusters, np.iinfo(np.int64).max, np.int64)
-            np.minimum.at(oldest, cluster, mentions)
-            order = np.lexsort((oldest[pair[:, 1]], first[at], -sizes[at], -count))
+            first = _smallest(cluster, mentions, n_clusters)
+            order = np.lexsort((first[pair[:, 1]], oldest[at], -sizes[at], -count))
             _greedy(pair[order, 0], pair[order, 1], ids)
         fresh = np.flatnonzero(ids < 0)
         ids[fresh] = self.next_id + np.arange(fresh.size)
@@ -396,6 +394,13 @@ def _greedy(old: NDArray[np.int64], cluster: NDArray[np.int64], ids: NDArray[np.
         if ids[k] < 0 and o not in taken:
             ids[k] = o
             taken.add(o)
+
+
+def _smallest(group: NDArray[np.int64], values: NDArray[np.int64], n: int) -> NDArray[np.int64]:
+    """(n,) the smallest of ``values`` in each group 0..n-1 (int64 max for an empty one)."""
+    out = np.full(n, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(out, group, values)
+    return out
 
 
 def _unique_pairs(

@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from er.entities import ArrayLedger
 from er.evaluation import cut_at_score
-from er.pipeline.config import _make_core, new_collection_config
+from er.pipeline.config import _make_core
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -44,7 +44,7 @@ def _one_writer(
     bp: ModuleType, args: Namespace, records: list[dict[str, str]], model: Any
 ) -> list[NDArray[np.int64]]:
     """(n,) every mention's entity id after each batch, by the core stepped directly."""
-    config = new_collection_config(records[: args.batch], id_field="rec_id", gold_field="entity")
+    config = bp.collection_config(args, records)
     core = _make_core(config["algorithm"], dict(config["params"]))
     stream = bp.Stream(config, model, int(core.k), untie=args.untie)
     table, ledger, out = stream.table, ArrayLedger(), []  # the table grows in place
