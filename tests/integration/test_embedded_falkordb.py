@@ -443,3 +443,26 @@ def test_init_leaves_node_fields_indexed_under_node_alone(tmp_path: Path) -> Non
         for name, params in asks.items():
             plan = str(graph.explain(cy.canned_query(name), params))
             assert "Node By Index Scan | (" in plan and ":Node)" in plan, (name, plan)
+
+
+def test_init_drops_the_parent_edge_index(tmp_path: Path) -> None:
+    """A graph from before V0010 loses its PARENT (since, until) index (no statement
+    reads it; each edge retired re-indexes its edge, and the index's collector scans
+    the whole index on a timer) and answers as-of reads as before."""
+    with EmbeddedFalkorDB(tmp_path) as server:
+        graph = server.client().select_graph("er")
+        graph.query("CREATE INDEX FOR ()-[p:PARENT]-() ON (p.since, p.until)")
+
+        def edge_indexes() -> list[Any]:
+            rows = graph.query("CALL db.indexes() YIELD label, entitytype").result_set
+            return [label for label, kind in rows if kind != "NODE"]
+
+        assert edge_indexes() == ["PARENT"]
+        store, before = _first_collection(server)  # init_schema runs here
+        assert edge_indexes() == []
+        store.init_schema()  # again: nothing left to drop is not an error
+        assert edge_indexes() == []
+        assert [store.ancestors("demo", i, as_of=1) for i in (0, 1)] == before
+        edges = store.structure("demo", as_of=1).edges
+        stored = graph.query("MATCH (:Node)-[p:PARENT]->(:Node) RETURN count(p)").result_set
+        assert len(edges) == stored[0][0] > 0

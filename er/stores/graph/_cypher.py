@@ -56,9 +56,10 @@ def node_key(collection: str, node_id: int) -> str:
 def retire_edges_cypher() -> str:
     # Rows: [child, parent].
     # `since < $seq` keeps a replay of this batch from retiring the edges it adds.
-    # Written `p.since + 0` so that FalkorDB does not answer the row from the PARENT
-    # (since, until) index (a range scan over every edge older than the batch, for
-    # each row) but walks the child's few parent edges: 3-4x faster at 10k mentions.
+    # Written `p.since + 0` so that a PARENT (since, until) index (Neo4j's; FalkorDB's
+    # before schema V0010) does not answer the row (a range scan over every edge older
+    # than the batch, for each row): it walks the child's few parent edges, 3-4x
+    # faster on FalkorDB at 10k mentions.
     return (
         "UNWIND $retire_edge_rows AS r "
         "MATCH (c:Node {key: $prefix + toString(r[0])})"
