@@ -448,7 +448,8 @@ def test_init_leaves_node_fields_indexed_under_node_alone(tmp_path: Path) -> Non
 def test_init_drops_the_parent_edge_index(tmp_path: Path) -> None:
     """A graph from before V0010 loses its PARENT (since, until) index (no statement
     reads it; each edge retired re-indexes its edge, and the index's collector scans
-    the whole index on a timer) and answers as-of reads as before."""
+    the whole index on a timer); its as-of reads walk the edges from their nodes and
+    find every edge stored."""
     with EmbeddedFalkorDB(tmp_path) as server:
         graph = server.client().select_graph("er")
         graph.query("CREATE INDEX FOR ()-[p:PARENT]-() ON (p.since, p.until)")
