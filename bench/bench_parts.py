@@ -63,7 +63,7 @@ from er.evaluation import bcubed, cut_at_score, pairwise_prf
 from er.match import FieldTable, PairModel
 from er.pipeline.config import PAIR_FLOOR, _make_core, new_collection_config
 from er.pipeline.features import make_features
-from er.pipeline.scores import candidate_scores
+from er.pipeline.scores import candidate_scores, model_scores
 from er.pipeline.train import train_on_collection
 
 CLONE_NEWNET = 0x40000000
@@ -406,7 +406,6 @@ class Stream:
     table: FieldTable = field(init=False)
     rows_index: Int8Rows | None = None
     keys: KeyIndex | None = None
-    untie: bool = False
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     def __post_init__(self) -> None:
@@ -430,28 +429,14 @@ class Stream:
         t2 = time.process_time()
         first = len(self.table)
         self.table.add(made.rows)
-        population, table, model = len(self.table), self.table, self.model
-
-        def scores(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.float64]:
-            return model.probability(table, left, right, population)
-
+        # the writer's scores: equal ones nudged apart by their pair where the config
+        # says so (er.pipeline.scores), by global mention ids, the same in every part
+        scores = model_scores(self.model, self.table, len(self.table), self.config)
         sim = candidate_scores(scores, idx, first)
-        if self.untie:
-            sim = untied(sim, idx, first)
         t3 = time.process_time()
         for name, s in (("features_s", t1 - t0), ("search_s", t2 - t1), ("score_s", t3 - t2)):
             self.seconds[name] += s
         return made.rows, idx, sim
-
-
-def untied(sim: NDArray[np.float32], idx: NDArray[np.int64], first: int) -> NDArray[np.float32]:
-    """(b, k) ``sim`` nudged down by under a thousandth of itself per pair, by its two
-    mention ids alike from either side, so that pairs seldom tie (``--untie``); down, so
-    that no score passes 1 (linkage clips there, and ties again)."""
-    rows = np.arange(first, first + idx.shape[0])[:, None]
-    lo, hi = np.minimum(rows, idx), np.maximum(rows, idx)
-    frac = ((lo * 2_654_435_761 + hi * 40_503) % 1_000_003) / 1_000_003
-    return np.where(idx >= 0, sim * (1 - 1e-3 * frac), sim).astype(np.float32)
 
 
 def trained_model(config: dict[str, Any], records: Sequence[dict[str, str]]) -> PairModel:
@@ -535,8 +520,12 @@ def entity_array(conns: list[Connection], n: int) -> NDArray[np.int64]:
 
 
 def collection_config(args: argparse.Namespace, records: list[dict[str, str]]) -> dict[str, Any]:
-    """The collection's config, inferred from the first batch as the writer does."""
-    return new_collection_config(records[: args.batch], id_field="rec_id", gold_field="entity")
+    """The collection's config, inferred from the first batch as the writer does (with
+    ``--point-ties``, ties left to the cores' point order, as before ``tie_break``)."""
+    config = new_collection_config(records[: args.batch], id_field="rec_id", gold_field="entity")
+    if args.point_ties:
+        config.pop("tie_break", None)
+    return config
 
 
 def run(
@@ -550,7 +539,7 @@ def run(
     every run compared: two trainings need not give one model to the last bit)."""
     config = collection_config(args, records)
     core_k = int(_make_core(config["algorithm"], dict(config["params"])).k)
-    stream = Stream(config, model, core_k, untie=args.untie)
+    stream = Stream(config, model, core_k)
     ctx = mp.get_context("fork")
     conns, procs, spaces = [], [], []
     for p in range(n_parts):
@@ -621,7 +610,7 @@ def run(
         "people": args.people,
         "seed": args.seed,
         "train": args.train,
-        "untie": args.untie,
+        "tie_break": config.get("tie_break", "point"),
         "netns": spaces,
         "wall_s": round(wall, 2),
         "router": router,
@@ -661,9 +650,9 @@ def main() -> None:
     parser.add_argument("--people", choices=PEOPLE, default="people")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument(
-        "--untie",
+        "--point-ties",
         action="store_true",
-        help="nudge each pair's score by under 1e-3 so that none tie (ties go to the lower point)",
+        help="leave equal scores to the cores' point order (the config's tie_break off)",
     )
     parser.add_argument("--json", type=Path, help="append one JSON line per run")
     args = parser.parse_args()

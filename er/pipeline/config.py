@@ -132,6 +132,11 @@ def new_collection_config(
         if "featurizer" not in given:
             out["featurizer"] = _candidate_weights(featurizer, types.to_json()).to_json()
     out["candidates"] = _candidates(given, out.get("field_types"))
+    if scoring == "pair_model" and not free_text:
+        # equal scores ordered by their pair, not by point order (er.pipeline.scores);
+        # free text keeps its ties: a level holds HAC's clusters at its threshold, and
+        # copies of one string merge at once (MBSCC exact_levels)
+        out["tie_break"] = "pair"
     return out
 
 

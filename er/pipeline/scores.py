@@ -16,10 +16,30 @@ from er.match import PairModel
 from er.pipeline.config import stored_model
 from er.pipeline.state import _State
 
-__all__ = ["candidate_scores", "current_model", "pair_scores", "rescored"]
+__all__ = [
+    "UNTIE_SHARE",
+    "candidate_scores",
+    "current_model",
+    "model_scores",
+    "pair_scores",
+    "rescored",
+]
+
+# A pair model gives one probability per comparison pattern, so equal scores are common
+# (sparse records share few patterns), and a core gives a tie to the lower point index:
+# the arrival order in one writer, not in a part of a sharded collection, which appends
+# a component that moves in (docs/sharding.md). A collection whose config says
+# ``"tie_break": "pair"`` (new typed pair-model collections) nudges each candidate
+# pair's probability down by under UNTIE_SHARE of itself, by a hash of its two
+# mentions' arrival ranks, so that equal scores order alike wherever the pair is
+# clustered: on 100,000 sparse people two and four parts then give one writer's
+# entities (bench/RESULTS.md, "Sharding a collection"). Down, so that no score passes 1.
+UNTIE_SHARE = 1e-3
 
 
-def rescored(state: _State, idx: NDArray[np.int64], first: int) -> NDArray[np.float32]:
+def rescored(
+    state: _State, idx: NDArray[np.int64], first: int, config: Mapping[str, Any]
+) -> NDArray[np.float32]:
     """(b, k) the step's candidates scored by the model it ended with, every earlier
     list re-scored by it too (MBSCC.rescore): a new model redoes the whole hierarchy,
     so that no merge rests on the scores of a model that is gone (issue #53: a
@@ -28,13 +48,36 @@ def rescored(state: _State, idx: NDArray[np.int64], first: int) -> NDArray[np.fl
     a backlog step that retrains scores its lists as its last batch would."""
     table, model = state.table, state.model
     assert table is not None and model is not None  # _scored ran
-    population = len(table)
+    scores = model_scores(model, table, len(table), config)
+    state.core.rescore(scores)
+    return candidate_scores(scores, idx, first)
+
+
+def model_scores(
+    model: PairModel, table: Any, population: int, config: Mapping[str, Any]
+) -> PairScores:
+    """Any two mentions' match probability by ``model`` in a collection of
+    ``population`` records, nudged apart by :func:`untied` where the collection's
+    config says ``"tie_break": "pair"``."""
 
     def scores(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.float64]:
         return model.probability(table, left, right, population)
 
-    state.core.rescore(scores)
-    return candidate_scores(scores, idx, first)
+    return untied(scores) if config.get("tie_break") == "pair" else scores
+
+
+def untied(scores: PairScores) -> PairScores:
+    """``scores`` with each pair's score times ``1 - UNTIE_SHARE * h``, ``h`` in [0, 1) a
+    hash of its two points (arrival ranks), the same from either side (module note)."""
+
+    def nudged(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.float64]:
+        lo, hi = np.minimum(left, right), np.maximum(left, right)
+        h = ((lo * 2_654_435_761 + hi * 40_503) % 1_000_003) / 1_000_003
+        out: NDArray[np.float64] = np.asarray(scores(left, right), np.float64)
+        out *= 1.0 - UNTIE_SHARE * h
+        return out
+
+    return nudged
 
 
 def candidate_scores(scores: PairScores, idx: NDArray[np.int64], first: int) -> NDArray[np.float32]:

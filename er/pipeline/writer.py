@@ -63,7 +63,7 @@ from er.pipeline.features import (
     usable,
 )
 from er.pipeline.lane import _Lane, _Queued, _timed, plan_groups
-from er.pipeline.scores import candidate_scores, current_model, pair_scores, rescored
+from er.pipeline.scores import candidate_scores, current_model, model_scores, pair_scores, rescored
 from er.pipeline.state import (
     INDEX_BACKEND,
     NEAR_K,
@@ -363,7 +363,7 @@ class _BatchJob:
             with _timed(timings, "score_s"):
                 sim = self._scored(state, found.features.rows, idx, first)
                 if self.model_changed and first and isinstance(state.core, MBSCC):
-                    sim = rescored(state, idx, first)
+                    sim = rescored(state, idx, first, self.config)
         with _timed(timings, "cluster_s"):
             if isinstance(state.core, MBSCC):
                 scores = pair_scores(state) if state.core.complete_max else None
@@ -453,12 +453,8 @@ class _BatchJob:
                 state.table, self.config, lambda: _vectors(index, population), model
             )
         state.model = model
-        table = state.table
-
         # the prior of a random pair of the collection as it stands after this batch
-        def scores(left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.float64]:
-            return model.probability(table, left, right, population)
-
+        scores = model_scores(model, state.table, population, self.config)
         return candidate_scores(scores, idx, first)
 
     def _neighbors(

@@ -38,7 +38,7 @@ def in_ball(rng: np.random.Generator, n: int, d: int, rim: float) -> np.ndarray:
     return V * rng.uniform(0.05, rim, size=(n, 1))
 
 
-def numeric_grad(f, Z: np.ndarray) -> np.ndarray:
+def numeric_grad(f, Z: np.ndarray, step: float = 1e-5) -> np.ndarray:
     """Fourth-order central differences, step scaled to the distance from the rim.
 
     (8 (f(z+h) - f(z-h)) - (f(z+2h) - f(z-2h))) / 12h: truncation error O(h^4), so the
@@ -48,7 +48,7 @@ def numeric_grad(f, Z: np.ndarray) -> np.ndarray:
     """
     G = np.zeros_like(Z)
     for idx in np.ndindex(Z.shape):
-        h = 1e-5 * (1.0 - np.linalg.norm(Z[idx[0]]))
+        h = step * (1.0 - np.linalg.norm(Z[idx[0]]))
 
         def at(step: float, idx: tuple[int, ...] = idx) -> float:
             moved = Z.copy()
@@ -59,9 +59,12 @@ def numeric_grad(f, Z: np.ndarray) -> np.ndarray:
     return G
 
 
+def rel_error(analytic: np.ndarray, numeric: np.ndarray) -> float:
+    return float(np.abs(analytic - numeric).max() / max(np.abs(numeric).max(), 1e-12))
+
+
 def assert_rel_close(analytic: np.ndarray, numeric: np.ndarray) -> None:
-    scale = max(np.abs(numeric).max(), 1e-12)
-    assert np.abs(analytic - numeric).max() / scale < 1e-6
+    assert rel_error(analytic, numeric) < 1e-6
 
 
 def combine(W: np.ndarray, cz: np.ndarray, cx: np.ndarray, Z: np.ndarray, X: np.ndarray):
@@ -108,7 +111,12 @@ def test_triplet_loss_gradient_matches_finite_differences(a, m, d, rim, seed, lo
     f = lambda Z_: triplet_loss(Z_, batch, 0.5, loss)[0]  # noqa: E731
     assume(_one_piece(f, Z))
     _, analytic = triplet_loss(Z, batch, 0.5, loss)
-    assert_rel_close(analytic, numeric_grad(f, Z))
+    num = numeric_grad(f, Z)
+    # a piece switch inside the stencil whose slope change is too small for _one_piece
+    # (seed 58586: 4.64306 on one side, the stencil 4.64401 across it) shows as two
+    # step sizes disagreeing; on one smooth piece they agree far inside the tolerance
+    assume(rel_error(num, numeric_grad(f, Z, step=1e-6)) < 1e-7)
+    assert_rel_close(analytic, num)
 
 
 def _one_piece(f, Z: np.ndarray) -> bool:
