@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 
 from er.cluster import PairScores
 from er.exceptions import ConfigError
-from er.match import PairModel
+from er.match import FieldTable, PairModel
 from er.pipeline.config import stored_model
 from er.pipeline.state import _State
 
@@ -54,7 +54,7 @@ def rescored(
 
 
 def model_scores(
-    model: PairModel, table: Any, population: int, config: Mapping[str, Any]
+    model: PairModel, table: FieldTable, population: int, config: Mapping[str, Any]
 ) -> PairScores:
     """Any two mentions' match probability by ``model`` in a collection of
     ``population`` records, nudged apart by :func:`untied` where the collection's

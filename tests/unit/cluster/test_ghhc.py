@@ -38,7 +38,7 @@ def in_ball(rng: np.random.Generator, n: int, d: int, rim: float) -> np.ndarray:
     return V * rng.uniform(0.05, rim, size=(n, 1))
 
 
-def numeric_grad(f, Z: np.ndarray, step: float = 1e-5) -> np.ndarray:
+def numeric_grad(f, Z: np.ndarray, scale: float = 1e-5) -> np.ndarray:
     """Fourth-order central differences, step scaled to the distance from the rim.
 
     (8 (f(z+h) - f(z-h)) - (f(z+2h) - f(z-2h))) / 12h: truncation error O(h^4), so the
@@ -48,7 +48,7 @@ def numeric_grad(f, Z: np.ndarray, step: float = 1e-5) -> np.ndarray:
     """
     G = np.zeros_like(Z)
     for idx in np.ndindex(Z.shape):
-        h = step * (1.0 - np.linalg.norm(Z[idx[0]]))
+        h = scale * (1.0 - np.linalg.norm(Z[idx[0]]))
 
         def at(step: float, idx: tuple[int, ...] = idx) -> float:
             moved = Z.copy()
@@ -115,7 +115,7 @@ def test_triplet_loss_gradient_matches_finite_differences(a, m, d, rim, seed, lo
     # a piece switch inside the stencil whose slope change is too small for _one_piece
     # (seed 58586: 4.64306 on one side, the stencil 4.64401 across it) shows as two
     # step sizes disagreeing; on one smooth piece they agree far inside the tolerance
-    assume(rel_error(num, numeric_grad(f, Z, step=1e-6)) < 1e-7)
+    assume(rel_error(num, numeric_grad(f, Z, scale=1e-6)) < 1e-7)
     assert_rel_close(analytic, num)
 
 
