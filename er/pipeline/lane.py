@@ -23,9 +23,10 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from er._checkpoint import Owner, Prepared, commit_temp
-from er.exceptions import TransientStoreError
-from er.pipeline.state import _load_state, _prepare_state, _State
+from er.exceptions import ERError, TransientStoreError
+from er.pipeline.state import _load_state, _prepare_state, _State, _take_state
 from er.pipeline.stores import _LOST_DATABASE
+from er.stores.graph import GraphStore
 from er.stores.sql import Batch, batches_after, finish_batch
 
 logger = logging.getLogger("er.pipeline.writer")
@@ -176,6 +177,12 @@ class _Lane:
     only after b's write succeeded, and before b+1's write starts; a crash anywhere
     replays b from b-1's checkpoint. A write that fails for good fails its batch, and
     b+1 is stepped again from the checkpoint.
+
+    The graph records the last batch it applied (``graph_seq``; None: a graph written
+    before it did, taken to hold every batch done). A batch done since the checkpoint
+    is replayed into the state and, where the graph lacks it (a graph server that lost
+    its last writes, or restored from a backup), written again: the core is
+    deterministic and the write idempotent, so the graph ends as if nothing was lost.
     """
 
     path: Path
@@ -186,6 +193,7 @@ class _Lane:
     pool: ThreadPoolExecutor
     reports: list[dict[str, Any]] = field(default_factory=list)
     pending: _Pending | None = None
+    graph_seq: int | None = None  # the last batch the graph applied (see the class note)
 
     def take(self, job: Step) -> None:
         """Step ``job`` (the previous batch's write launched after its search); settle
@@ -227,14 +235,22 @@ class _Lane:
         self.pending = _Pending(job, rows, timings, write, prepared)
 
     def _replay(self, job: Step) -> None:
-        """Step a batch done since the checkpoint into the state (the graph and SQL
-        hold it already): the core is deterministic, so the state becomes the one
-        the first run had."""
+        """Step a batch done since the checkpoint into the state (SQL holds it already):
+        the core is deterministic, so the state becomes the one the first run had. Its
+        graph write runs again if the graph lacks the batch (the class note)."""
         outcome = self._step(job, {})
         if isinstance(outcome, Exception):
             raise outcome
         self.state.unsaved += 1
-        logger.info("batch %d of %s replayed into the state", job.seq, job.collection)
+        _, write = outcome
+        if write is not None and self.graph_seq is not None and job.seq > self.graph_seq:
+            write()
+            self.graph_seq = job.seq
+            logger.warning(
+                "batch %d of %s written again: the graph lacked it", job.seq, job.collection
+            )
+        else:
+            logger.info("batch %d of %s replayed into the state", job.seq, job.collection)
 
     def _due(self, job: Step, timings: dict[str, float]) -> bool:
         """Whether this batch's state is checkpointed (CHECKPOINT_WORK)."""
@@ -301,6 +317,8 @@ class _Lane:
             spent = _written(running)
             pending.timings["graph_wait_s"] = round(time.perf_counter() - waited, 6)
             pending.timings["graph_s"] = round(spent, 6)
+            if self.graph_seq is not None:
+                self.graph_seq = max(self.graph_seq, pending.job.seq)
             if pending.prepared is not None:
                 with _timed(pending.timings, "checkpoint_s"):
                     commit_temp(pending.prepared, self.path)
@@ -334,6 +352,37 @@ class _Lane:
             self.reports.append(report)
             if self.on_batch is not None:
                 self.on_batch(report)
+
+
+def starting_state(
+    graph: GraphStore, collection: str, path: Path, config: Mapping[str, Any], owner: Owner
+) -> tuple[_State, int | None]:
+    """The state a writer starts from and the last batch the graph applied for
+    ``collection`` (:attr:`_Lane.graph_seq`: 0 for a graph that holds nothing of it,
+    None for one written before the graph recorded it). A state this process kept in
+    memory that is ahead of the graph gives way to the checkpoint, whose batches since
+    are replayed and written again.
+
+    Raises
+    ------
+    ERError
+        One line: the graph is behind the checkpoint too, so the deltas it lacks can no
+        longer be made again (a graph restored from an older backup, or emptied).
+    """
+    state = _take_state(path, config, owner)
+    seq = graph.applied_seq(collection)
+    if seq is None and graph.stats(collection)["nodes"] == 0:
+        seq = 0
+    if seq is not None and seq < state.seq:
+        state = _load_state(path, config, owner)
+    if seq is not None and seq < state.seq:
+        raise ERError(
+            f"the graph holds collection {collection!r} up to batch {seq}, its writer's "
+            f"checkpoint up to batch {state.seq}: the graph lost writes it had "
+            f"acknowledged; restore a graph taken at batch {state.seq} or later (it "
+            "catches up from there by itself)"
+        )
+    return state, seq
 
 
 def _written(write: Future[float]) -> float:

@@ -62,7 +62,7 @@ from er.pipeline.features import (
     make_features,
     usable,
 )
-from er.pipeline.lane import _Lane, _Queued, _timed, plan_groups
+from er.pipeline.lane import _Lane, _Queued, _timed, plan_groups, starting_state
 from er.pipeline.scores import candidate_scores, current_model, model_scores, pair_scores, rescored
 from er.pipeline.state import (
     INDEX_BACKEND,
@@ -71,7 +71,6 @@ from er.pipeline.state import (
     _keep_state,
     _point_nodes,
     _State,
-    _take_state,
 )
 from er.pipeline.train import grown_model, grown_past_first_model, train_on_batch
 from er.stores.graph import GraphStore
@@ -144,7 +143,8 @@ def cluster_pending(
         deadline = None if budget_s is None else time.monotonic() + budget_s
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="er-graph-write") as pool:
             owner = Owner(coll_id, collection)
-            lane = _Lane(path, owner, config, _take_state(path, config, owner), on_batch, pool)
+            state, graph_seq = starting_state(graph, collection, path, config, owner)
+            lane = _Lane(path, owner, config, state, on_batch, pool, graph_seq=graph_seq)
             with Session(engine) as session:
                 queued = [_Queued.of(b) for b in batches_after(session, coll_id, lane.state.seq)]
             taken = 0

@@ -133,3 +133,59 @@ def test_a_server_killed_while_its_schema_is_ensured_is_started_again(
         assert graph.memberships("g").mentions.size == 0  # it answers
     finally:
         close_stores()
+
+
+def test_a_graph_that_lost_its_last_writes_catches_up(
+    empty_pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A graph that lost the writes of batches done since the writer's checkpoint (a
+    server's unsynced tail, a backup restored) gets them again from the next writer:
+    the graph as of every batch, the mentions and the batch rows equal a run that lost
+    nothing (a second collection of the same records). A graph behind the checkpoint
+    itself can no longer be caught up, and the writer says so in one line."""
+    from er.config import Settings
+    from er.demo import febrl_records
+    from er.exceptions import ERError
+    from er.pipeline import close_stores, lane, run_cluster, run_ingest
+    from er.pipeline.stores import _stores
+    from er.stores.sql import upgrade
+
+    from .test_pipeline import _snapshot
+
+    data = tmp_path / "data"
+    settings = Settings(database_url=empty_pg_url, graph_url="falkordb+embedded://", data_dir=data)
+    records = febrl_records()[:800]
+    parts = [records[start : start + 200] for start in range(0, 800, 200)]
+    # checkpoints only where this test takes them: the first batch's (it trains the
+    # model) and a run's end with flush
+    monkeypatch.setattr(lane, "CHECKPOINT_WORK", 1e9)
+
+    def resolve(name: str, batches: list[list[dict[str, Any]]], flush: bool) -> None:
+        for part in batches:
+            run_ingest(settings, collection=name, records=part, id_field="rec_id")
+            run_cluster(settings, name, flush=flush)
+
+    try:
+        engine, store = _stores(settings)
+        upgrade(engine)
+        resolve("reference", parts, flush=True)
+        expected = _snapshot(settings, "reference")
+        resolve("g", parts[:2], flush=True)  # its checkpoint holds batch 2
+        live = store._graph  # type: ignore[attr-defined]
+        backup = live.copy(f"{live.name}-at-2")
+        resolve("g", parts[2:], flush=False)  # done, kept in memory, not checkpointed
+        assert store.applied_seq("g") == 4
+
+        live.delete()
+        backup.copy(live.name)  # the graph lost batches 3 and 4
+        assert store.applied_seq("g") == 2
+        assert run_cluster(settings, "g") == []  # nothing pending: 3 and 4 written again
+        assert store.applied_seq("g") == 4
+        assert _snapshot(settings, "g") == expected
+
+        live.delete()
+        backup.copy(live.name)  # now behind the checkpoint (batch 4, flushed above)
+        with pytest.raises(ERError, match=r"up to batch 2, its writer's checkpoint up to batch 4"):
+            run_cluster(settings, "g")
+    finally:
+        close_stores()

@@ -207,6 +207,27 @@ def test_unknown_references_write_nothing(store: GraphStore, collection: str) ->
     assert store.stats(collection) == {"nodes": 7, "edges": 6, "current_edges": 6}
 
 
+def test_the_graph_records_the_last_batch_it_applied(store: GraphStore, collection: str) -> None:
+    """What a writer that starts reads to know which done batches the graph lacks: it
+    rises with every delta, never falls (an older batch redelivered), is untouched by a
+    refused write, belongs to one collection and goes with it."""
+    assert store.applied_seq(collection) is None
+    store.apply_delta(collection, BATCH1, 1)
+    assert store.applied_seq(collection) == 1
+    store.apply_delta(collection, BATCH2, 4)
+    store.apply_delta(collection, BATCH1, 1)
+    assert store.applied_seq(collection) == 4
+    bad = delta([(30, False, 2, 0.5, 1)], edges=[(30, 12), (999, 30)])
+    with pytest.raises(StoreError):
+        store.apply_delta(collection, bad, 5)
+    assert store.applied_seq(collection) == 4
+    store.apply_delta(collection, ClusteringDelta.empty("test"), 6)  # a new cut's batch
+    assert store.applied_seq(collection) == 6
+    assert store.applied_seq(collection + "-other") is None
+    store.delete_collection(collection)
+    assert store.applied_seq(collection) is None
+
+
 def test_failed_write_leaves_nothing_partial(
     request: pytest.FixtureRequest, store: GraphStore, collection: str, servers: Any
 ) -> None:

@@ -140,6 +140,7 @@ RECIPES: dict[str, Callable[[GraphStore], object]] = {
     ),
     "structure": lambda s: s.structure("people", as_of=1),
     "stats": lambda s: s.stats("people"),
+    "applied_seq": lambda s: s.applied_seq("people"),
     "entity_of_mention": lambda s: s.entity_of_mention("people", "rec-2", as_of=1),
     "entity_memberships": lambda s: s.entity_memberships("people"),
     "memberships": lambda s: s.memberships("people", as_of=2),

@@ -190,7 +190,8 @@ class GraphStore(ABC):
         closed, ``(:Entity)-[:BECAME {batch, kind}]->(:Entity)`` events. ``near`` holds
         ``(mention, neighbour, cosine)`` k-NN rows written as ``[:NEAR {sim}]`` edges
         (the strongest evidence ``er query explain`` shows). Both go in the same
-        transaction as the delta and replay as no-ops like it.
+        transaction as the delta and replay as no-ops like it, and so does the
+        collection's last applied batch (:meth:`applied_seq`), which only rises.
 
         Raises
         ------
@@ -229,6 +230,7 @@ class GraphStore(ABC):
                 ),
                 *_entity_parts(entities),
                 cy.WritePart(cy.near_edges_cypher(), "near_rows", _near_rows(near)),
+                cy.WritePart(cy.applied_cypher(), "applied_rows", [seq]),
             ]
             params = {
                 "collection": collection,
@@ -475,6 +477,15 @@ class GraphStore(ABC):
         return Structure.from_windows(nodes, edges)
 
     @final
+    def applied_seq(self, collection: str) -> int | None:
+        """The last batch whose delta this graph holds for ``collection`` (written by
+        :meth:`apply_delta` with it); None for a collection it holds nothing of, or
+        one written before the graph recorded it."""
+        with self._operation("applied_seq"):
+            rows = self._read(cy.applied_seq_cypher(), {"collection": collection})
+        return int(rows[0]["seq"]) if rows and rows[0]["seq"] is not None else None
+
+    @final
     def stats(self, collection: str) -> dict[str, int]:
         """Counts of ``nodes``, ``edges`` and ``current_edges``, retired ones included."""
         with self._operation("stats"):
@@ -489,6 +500,7 @@ class GraphStore(ABC):
                 [
                     cy.WritePart(cy.delete_entities_cypher(), "unused", [0]),
                     cy.WritePart(cy.delete_collection_cypher(), "unused", [0]),
+                    cy.WritePart(cy.delete_applied_cypher(), "unused", [0]),
                 ],
                 {"collection": collection},
             )

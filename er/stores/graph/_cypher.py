@@ -246,8 +246,28 @@ def count_existing_cypher() -> str:
     return "UNWIND $keys AS k MATCH (n:Node {key: k}) RETURN count(n) AS n"
 
 
+def applied_cypher() -> str:
+    # Rows: [seq] (one). The collection's last applied batch, written in the same query
+    # or transaction as the batch's delta: a graph that lost writes (its server's last
+    # second, a restored backup) says how far it got. It never goes back: a replay of
+    # an older batch leaves it.
+    return (
+        "UNWIND $applied_rows AS r "
+        "MERGE (a:Applied {collection: $collection}) "
+        "SET a.seq = CASE WHEN a.seq IS NULL OR a.seq < r THEN r ELSE a.seq END"
+    )
+
+
+def applied_seq_cypher() -> str:
+    return "MATCH (a:Applied {collection: $collection}) RETURN a.seq AS seq"
+
+
 def delete_collection_cypher() -> str:
     return "MATCH (n:Node {collection: $collection}) DETACH DELETE n"
+
+
+def delete_applied_cypher() -> str:
+    return "MATCH (a:Applied {collection: $collection}) DELETE a"
 
 
 def delete_entities_cypher() -> str:
