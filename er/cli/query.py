@@ -119,7 +119,10 @@ def _print_model(model: dict[str, Any], what: str) -> None:
     table.add_row("prior", "", "", "", f"{model['prior_weight']:+.2f}")
     table.add_row("total", "", "", "", f"{model['match_weight']:+.2f}", style="bold")
     Console(width=120).print(table)
-    sys.stdout.write(f"  match probability {model['probability']:.4f}\n")
+    temperature = model.get("temperature", 1.0)
+    # a views model's total is taken over its temperature (er.match._views)
+    over = f" (the total over its temperature, {temperature:g})" if temperature != 1.0 else ""
+    sys.stdout.write(f"  match probability {model['probability']:.4f}{over}\n")
 
 
 def _cell(value: str | None, width: int = 30) -> str:

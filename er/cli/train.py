@@ -73,4 +73,9 @@ def cmd_model(args: argparse.Namespace) -> int:
     if shared := model.counted_once():
         fields = ", ".join(model.fields[f].name for f in shared)
         out(f"  counted once where they agree, as a household shares them: {fields}\n")
+    if model.temperature != 1.0:
+        out(
+            f"  the total is taken over a temperature of {model.temperature:g} "
+            "(free text's views)\n"
+        )
     return 0

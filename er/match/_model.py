@@ -184,6 +184,10 @@ class PairModel:
     dependence : mapping of int to float
         Bits added to pairs of each agreement pattern that non-matches show far
         more often than independent fields would (households; er.match._dependence).
+    temperature : float
+        The match weight is divided by it before the logistic (1: none). A model of
+        free text in views takes er.match._views.VIEW_TEMPERATURE: its views read one
+        string's evidence several times over, and their sum overstates it.
     """
 
     fields: tuple[FieldWeights, ...]
@@ -192,6 +196,7 @@ class PairModel:
     method: str = "em"
     n_train: int = 0
     dependence: Mapping[int, float] = field(default_factory=dict)
+    temperature: float = 1.0
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -301,7 +306,7 @@ class PairModel:
         CONTRADICTING_KINDS weighing CONTRADICTION_BITS or more against it, summed over
         those weighing against), NaN for every other pair."""
         w, levels = self.weights(table, left, right)
-        p = _probability(self._total(w, levels, population))
+        p = _probability(self._total(w, levels, population) / self.temperature)
         named = [f for f, fw in enumerate(self.fields) if fw.kind in CONTRADICTING_KINDS]
         held = np.minimum(w[:, named], 0.0).sum(axis=1) <= -CONTRADICTION_BITS
         return np.where(held, p, np.nan)
@@ -314,7 +319,8 @@ class PairModel:
         population: int | None = None,
     ) -> NDArray[np.float64]:
         """(p,) match probability of each pair (in a collection of ``population``)."""
-        return _probability(self.match_weight(table, left, right, population))
+        weight = self.match_weight(table, left, right, population)
+        return _probability(weight / self.temperature)
 
     def explain(
         self, table: FieldTable, a: int, b: int, population: int | None = None
@@ -344,7 +350,8 @@ class PairModel:
             # the learned correction and the shared fields counted once (shared_once)
             "dependence_weight": total - _logit2(self.prior_at(population)) - float(w.sum()),
             "match_weight": total,
-            "probability": float(_probability(np.array([total]))[0]),
+            "temperature": self.temperature,
+            "probability": float(_probability(np.array([total / self.temperature]))[0]),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -355,6 +362,7 @@ class PairModel:
             "method": self.method,
             "n_train": self.n_train,
             "dependence": {str(k): v for k, v in sorted(self.dependence.items())},
+            "temperature": self.temperature,
             "fields": [
                 {
                     "name": f.name,
@@ -398,6 +406,8 @@ class PairModel:
             n_train=doc["n_train"],
             # models stored before the correction have none
             dependence={int(k): float(v) for k, v in doc.get("dependence", {}).items()},
+            # models stored before the temperature have none
+            temperature=float(doc.get("temperature", 1.0)),
         )
 
 

@@ -53,7 +53,7 @@ from er.match._dependence import (
 )
 from er.match._model import FieldWeights, PairModel, level_bits, one_sided_fields
 from er.match._table import FieldTable
-from er.match._views import document_frequencies, model_fields
+from er.match._views import VIEW_TEMPERATURE, document_frequencies, model_fields
 
 __all__ = ["random_pairs", "train_pair_model"]
 
@@ -207,7 +207,13 @@ def train_pair_model(
         for tf, floor in [_term_frequencies(table, p)]
     )
     return PairModel(
-        fields, prior, version=version, method=method, n_train=n, dependence=dependence
+        fields,
+        prior,
+        version=version,
+        method=method,
+        n_train=n,
+        dependence=dependence,
+        temperature=VIEW_TEMPERATURE if proto.compares_views else 1.0,
     )
 
 

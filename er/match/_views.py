@@ -43,6 +43,7 @@ from scipy import sparse
 __all__ = [
     "IDENTITY_KINDS",
     "VIEW_KINDS",
+    "VIEW_TEMPERATURE",
     "View",
     "document_frequencies",
     "free_text_only",
@@ -56,6 +57,12 @@ IDENTITY_KINDS = frozenset({"person_name", "org_name", "date", "identifier", "em
 VIEW_KINDS = ("text_grams", "text_share", "text_rarest", "text_numbers")
 GRAM_CUTS = (0.4, 0.6, 0.8)  # text_grams: far < 0.4 <= similar < 0.6 <= close < 0.8
 SHARE_CUTS = (0.3, 0.6, 0.9)  # text_share
+# A views model's match weight is divided by this before the logistic
+# (er.match._model.PairModel.temperature): the views read one string's evidence several
+# times over (a shared rare word raises the share, the rarest-word and the gram views
+# at once), so their summed bits make near-certain what is a fair guess, and average
+# linkage then counts votes, not evidence (bench/RESULTS.md, "Free text alone").
+VIEW_TEMPERATURE = 3.0
 
 
 def free_text_only(kinds: Sequence[str]) -> bool:

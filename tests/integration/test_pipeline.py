@@ -1098,6 +1098,7 @@ def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
     from sqlalchemy.orm import Session
 
     from er.evaluation import pairwise_prf
+    from er.match._views import VIEW_TEMPERATURE
     from er.pipeline import run_entities
     from er.pipeline.config import DEFAULT_FREE_TEXT_CUT, FREE_TEXT_COMPLETE, FREE_TEXT_K
     from er.pipeline.stores import _stores
@@ -1117,7 +1118,7 @@ def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
     assert config["params"]["exact_levels"] is True
     assert config["params"]["complete_at"] == config["cut_threshold"] == DEFAULT_FREE_TEXT_CUT
     model = config["pair_model"]
-    assert model["method"] == "em"
+    assert model["method"] == "em" and model["temperature"] == VIEW_TEMPERATURE
     assert [f["kind"] for f in model["fields"]] == [
         "text_grams",
         "text_share",
@@ -1138,6 +1139,7 @@ def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
     with Session(engine) as session:
         again = find_collection(session, name).config["pair_model"]
     assert [f["kind"] for f in again["fields"]] == [f["kind"] for f in model["fields"]]
+    assert again["temperature"] == VIEW_TEMPERATURE
     more, more_gold = affiliations(3, 5)
     extra = [
         {"rec_id": f"s{i}", "affiliation": t, "entity": g}

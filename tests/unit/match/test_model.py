@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -79,6 +80,21 @@ def test_json_round_trip_scores_alike() -> None:
     assert again == model
 
 
+def test_a_temperature_divides_the_match_weight_before_the_logistic() -> None:
+    """p = 1 / (1 + 2^(-W / T)) with W the untempered total (the formula by hand, above);
+    a model stored before the temperature loads at 1, and explain shows the same p."""
+    t, model = _table(), _model()
+    left, right = np.array([0, 2, 0, 0]), np.array([1, 3, 4, 2])
+    w = model.match_weight(t, left, right)
+    warm = replace(model, temperature=3.0)
+    assert np.array_equal(warm.match_weight(t, left, right), w)
+    assert warm.probability(t, left, right) == pytest.approx(1 / (1 + 2.0 ** (-w / 3)), rel=1e-12)
+    assert warm.explain(t, 0, 3)["probability"] == pytest.approx(1 / (1 + 2.0 ** (-w[3] / 3)))
+    assert PairModel.from_json(json.loads(json.dumps(warm.to_json()))) == warm
+    legacy = {k: v for k, v in model.to_json().items() if k != "temperature"}
+    assert PairModel.from_json(legacy).temperature == 1.0
+
+
 def test_em_recovers_the_model_that_generated_the_levels() -> None:
     rng = np.random.default_rng(7)
     m_true = [np.array([1, 0.1, 0.2, 0.7]), np.array([1, 0.05, 0.15, 0.3, 0.5])]
@@ -116,6 +132,7 @@ def test_gold_training_counts_m_over_matching_candidates() -> None:
     # the prior of a random pair: 3 + 1 matching pairs (entities a and b) of 7 * 6 / 2
     assert model.prior == pytest.approx(4 / 21)
     assert model.method == "gold"
+    assert model.temperature == 1.0  # typed fields: untempered (er.match._views)
 
 
 def test_em_over_candidates_recovers_the_random_pair_prior() -> None:

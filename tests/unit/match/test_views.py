@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from er.match import FieldTable, PairModel, compare_field, train_pair_model
-from er.match._views import document_frequencies, free_text_only, model_fields
+from er.match._views import (
+    VIEW_TEMPERATURE,
+    document_frequencies,
+    free_text_only,
+    model_fields,
+)
 from tests._affiliations import affiliations
 
 _words = st.text(alphabet="abcde12", min_size=1, max_size=7)
@@ -111,6 +116,7 @@ def test_em_finds_a_fit_on_free_text_and_its_probability_ranks_matches_first() -
     i, j = np.triu_indices(n, 1)
     model = train_pair_model(table, ["text"], (i.astype(np.int64), j.astype(np.int64)))
     assert model.method == "em" and len(model.fields) == 4
+    assert model.temperature == VIEW_TEMPERATURE  # a typed model's is 1 (test_model)
     p = model.probability(table, i.astype(np.int64), j.astype(np.int64))
     same = np.asarray(gold)[i] == np.asarray(gold)[j]
     ranks = np.argsort(np.argsort(p)) + 1.0
