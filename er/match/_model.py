@@ -288,6 +288,10 @@ class PairModel:
         prior = _logit2(self.prior_at(population))
         return prior + shared_once(w, self.counted_once(), dependence_bits(self.dependence, levels))
 
+    def _tempered(self, weight: NDArray[np.float64]) -> NDArray[np.float64]:
+        """(p,) match probabilities of match weights (p,) taken over the temperature."""
+        return _probability(weight / self.temperature)
+
     def counted_once(self) -> list[int]:
         """The fields a household shares, counted as one piece of evidence where the
         training sample showed households (er.match._dependence.households_seen); []
@@ -306,7 +310,7 @@ class PairModel:
         CONTRADICTING_KINDS weighing CONTRADICTION_BITS or more against it, summed over
         those weighing against), NaN for every other pair."""
         w, levels = self.weights(table, left, right)
-        p = _probability(self._total(w, levels, population) / self.temperature)
+        p = self._tempered(self._total(w, levels, population))
         named = [f for f, fw in enumerate(self.fields) if fw.kind in CONTRADICTING_KINDS]
         held = np.minimum(w[:, named], 0.0).sum(axis=1) <= -CONTRADICTION_BITS
         return np.where(held, p, np.nan)
@@ -319,8 +323,7 @@ class PairModel:
         population: int | None = None,
     ) -> NDArray[np.float64]:
         """(p,) match probability of each pair (in a collection of ``population``)."""
-        weight = self.match_weight(table, left, right, population)
-        return _probability(weight / self.temperature)
+        return self._tempered(self.match_weight(table, left, right, population))
 
     def explain(
         self, table: FieldTable, a: int, b: int, population: int | None = None
@@ -351,7 +354,7 @@ class PairModel:
             "dependence_weight": total - _logit2(self.prior_at(population)) - float(w.sum()),
             "match_weight": total,
             "temperature": self.temperature,
-            "probability": float(_probability(np.array([total / self.temperature]))[0]),
+            "probability": float(self._tempered(np.array([total]))[0]),
         }
 
     def to_json(self) -> dict[str, Any]:
