@@ -5,6 +5,8 @@
   sparse records, crowded households and common names, issue #53);
 - ``pseudopeople``: census, Social Security and W-2 records of 40% of the people of the
   ``pseudopeople`` package's bundled sample, linked by their true ids (``pseudo.py``);
+  ``pseudopeople-noisy``: the same with five times the package's noise per cell;
+  ``pseudopeople-other``: the census with the 1040 forms, two surveys and WIC;
 - ``rldata10000``: RLdata10000 (names and birth dates, 10% duplicates), from ``mismo``;
 - ``patstat-nocoords``: PATSTAT without its coordinates (the firm's name, co-authors and
   classes); ``febrl3-sparse``: FEBRL3 with a third of its records cut to the names and
@@ -74,6 +76,8 @@ NAMES = [
     "leipzig",
     "rldata10000",
     "pseudopeople",
+    "pseudopeople-noisy",
+    "pseudopeople-other",
     "patstat-nocoords",
     "febrl3-sparse",
     "inventors",
@@ -139,6 +143,15 @@ def load(name: str) -> Dataset:
         return _split_gold(_inventors(), "inventor", family="inventors")
     if base == "restaurants":
         return _split_gold(_restaurants(), "entity", family="restaurants")
+    if base == "pseudopeople-other":  # held out from every setting (2026-12-03)
+        from pseudo import other_sources
+
+        return _split_gold(other_sources(), "simulant_id", family="pseudopeople")
+    if base == "pseudopeople-noisy":  # held out from every setting (2026-12-03)
+        from pseudo import pseudopeople_records
+
+        rows = pseudopeople_records(noise=5.0)
+        return _split_gold(rows, "simulant_id", family="pseudopeople")
     if base == "pseudopeople":
         from pseudo import pseudopeople_records
 

@@ -14,6 +14,9 @@ of theirs in the three sources, so the same person appears with different column
 
 Columns are renamed to one layout, a value a source lacks is empty. Nothing is
 normalised here: layouts of dates and SSNs differ by source, as they do in the files.
+``noise`` scales every column's noise (``pseudopeople-noisy``: five times the default,
+so a name is typed wrong, swapped for a nickname or a fake, or left blank in about a
+quarter of the cells instead of one in twenty).
 
     python bench/pseudo.py > pseudopeople.jsonl
 """
@@ -44,14 +47,21 @@ COLUMNS = (
 )
 
 
-def pseudopeople_records(seed: int = SEED, share: float = SHARE) -> list[dict[str, str]]:
+def pseudopeople_records(
+    seed: int = SEED, share: float = SHARE, noise: float = 1.0
+) -> list[dict[str, str]]:
     """The records of a ``share`` of the census's people in the three sources, shuffled,
-    each with ``rec_id``, the :data:`COLUMNS` and ``simulant_id`` (gold)."""
+    each with ``rec_id``, the :data:`COLUMNS` and ``simulant_id`` (gold); with every
+    column's noise probability (per cell) ``noise`` times the package's default."""
     import pseudopeople as psp
 
-    census = psp.generate_decennial_census(seed=seed, verbose=False)
-    ssa = psp.generate_social_security(seed=seed, verbose=False)
-    w2 = psp.generate_taxes_w2_and_1099(seed=seed, verbose=False)
+    def make(generate: Any, dataset: str) -> Any:
+        config = _scaled(psp.get_config()[dataset], noise)
+        return generate(seed=seed, config={dataset: config}, verbose=False)
+
+    census = make(psp.generate_decennial_census, "decennial_census")
+    ssa = make(psp.generate_social_security, "social_security")
+    w2 = make(psp.generate_taxes_w2_and_1099, "taxes_w2_and_1099")
     ssa["middle_initial"] = ssa["middle_name"].str[:1]
     w2 = w2.rename(columns={f"mailing_address_{c}": c for c in _ADDRESS})
     rng = np.random.default_rng(seed)
@@ -63,6 +73,49 @@ def pseudopeople_records(seed: int = SEED, share: float = SHARE) -> list[dict[st
         for i, rec in enumerate(frame.to_dict("records")):
             rows.append({"rec_id": f"{source}-{i}", **_columns(rec)})
     return [rows[i] for i in rng.permutation(len(rows))]
+
+
+def other_sources(seed: int = SEED, share: float = SHARE) -> list[dict[str, str]]:
+    """The records of a ``share`` of the census's people in the census and the sources
+    :func:`pseudopeople_records` leaves out: the 1040 tax forms (the filer: name, SSN,
+    mailing address), the American Community Survey, the Current Population Survey and
+    WIC (name, date of birth, address), shuffled; columns and gold as there."""
+    import pseudopeople as psp
+
+    frames = {
+        "census": psp.generate_decennial_census(seed=seed, verbose=False),
+        "f1040": psp.generate_taxes_1040(seed=seed, verbose=False).rename(
+            columns={f"mailing_address_{c}": c for c in _ADDRESS}
+        ),
+        "acs": psp.generate_american_community_survey(seed=seed, verbose=False),
+        "cps": psp.generate_current_population_survey(seed=seed, verbose=False),
+        "wic": psp.generate_women_infants_and_children(seed=seed, verbose=False),
+    }
+    rng = np.random.default_rng(seed)
+    people = np.array(sorted(set(frames["census"]["simulant_id"])))
+    chosen = set(people[rng.random(people.size) < share])
+    rows: list[dict[str, str]] = []
+    for source, frame in frames.items():
+        frame = frame[frame["simulant_id"].isin(chosen)]
+        for i, rec in enumerate(frame.to_dict("records")):
+            rows.append({"rec_id": f"{source}-{i}", **_columns(rec)})
+    return [rows[i] for i in rng.permutation(len(rows))]
+
+
+def _scaled(config: dict[str, Any], factor: float) -> dict[str, Any]:
+    """A dataset's noise config with each column's cell probabilities times ``factor``
+    (at most 1); row noise as it is."""
+    columns = {
+        column: {
+            kind: {
+                key: min(1.0, value * factor) if key == "cell_probability" else value
+                for key, value in params.items()
+            }
+            for kind, params in kinds.items()
+        }
+        for column, kinds in config["column_noise"].items()
+    }
+    return {"column_noise": columns}
 
 
 _ADDRESS = ("street_number", "street_name", "unit_number", "city", "state", "zipcode")
