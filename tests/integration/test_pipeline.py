@@ -1091,9 +1091,10 @@ def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
     entities find the institutes (one comparison of the string gave EM no fit and
     every record its own entity: pairwise F1 0). These institutes are hard:
     departments of one university share its city and postcode, which the word views
-    take for evidence (pairwise F1 0.69 here; 0.75 with SCC's rounds at cut 0.4,
-    which chain departments together, and over six seeds of this generator 0.65-0.69
-    against their 0.64-0.75; 0.68-0.69 over the proposed pairs alone at cut 0.1;
+    take for evidence (pairwise F1 0.75 here, over six seeds of this generator
+    0.64-0.75, since the views' total is taken over a temperature of 3; at 1, 0.69
+    here and 0.65-0.69, against 0.64-0.75 with SCC's rounds at cut 0.4, which chain
+    departments together, and 0.68-0.69 over the proposed pairs alone at cut 0.1;
     TF-IDF + average-linkage HAC at its best cut 0.92)."""
     from sqlalchemy.orm import Session
 
@@ -1129,7 +1130,7 @@ def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
     truth = {f"r{i}": g for i, g in enumerate(gold)}
     ids = sorted(entity)
     _, _, f1 = pairwise_prf([truth[i] for i in ids], [entity[i] for i in ids])
-    assert f1 >= 0.66  # six seeds of this generator: 0.65-0.69 (docstring)
+    assert f1 >= 0.70  # this seed 0.75; six seeds of this generator 0.64-0.75 (docstring)
     # retraining keeps the views (the linkage and cut were set for them), and a batch
     # scored by the new version still joins its institutes
     from er.pipeline import run_train
