@@ -63,16 +63,7 @@ def pseudopeople_records(
     ssa = make(psp.generate_social_security, "social_security")
     w2 = make(psp.generate_taxes_w2_and_1099, "taxes_w2_and_1099")
     ssa["middle_initial"] = ssa["middle_name"].str[:1]
-    w2 = w2.rename(columns={f"mailing_address_{c}": c for c in _ADDRESS})
-    rng = np.random.default_rng(seed)
-    people = np.array(sorted(set(census["simulant_id"])))
-    chosen = set(people[rng.random(people.size) < share])
-    rows: list[dict[str, str]] = []
-    for source, frame in (("census", census), ("ssa", ssa), ("w2", w2)):
-        frame = frame[frame["simulant_id"].isin(chosen)]
-        for i, rec in enumerate(frame.to_dict("records")):
-            rows.append({"rec_id": f"{source}-{i}", **_columns(rec)})
-    return [rows[i] for i in rng.permutation(len(rows))]
+    return _linked({"census": census, "ssa": ssa, "w2": _mailing(w2)}, seed, share)
 
 
 def other_sources(seed: int = SEED, share: float = SHARE) -> list[dict[str, str]]:
@@ -84,13 +75,18 @@ def other_sources(seed: int = SEED, share: float = SHARE) -> list[dict[str, str]
 
     frames = {
         "census": psp.generate_decennial_census(seed=seed, verbose=False),
-        "f1040": psp.generate_taxes_1040(seed=seed, verbose=False).rename(
-            columns={f"mailing_address_{c}": c for c in _ADDRESS}
-        ),
+        "f1040": _mailing(psp.generate_taxes_1040(seed=seed, verbose=False)),
         "acs": psp.generate_american_community_survey(seed=seed, verbose=False),
         "cps": psp.generate_current_population_survey(seed=seed, verbose=False),
         "wic": psp.generate_women_infants_and_children(seed=seed, verbose=False),
     }
+    return _linked(frames, seed, share)
+
+
+def _linked(frames: dict[str, Any], seed: int, share: float) -> list[dict[str, str]]:
+    """Every record of a seeded ``share`` of the census's people (``frames["census"]``)
+    in each source, as ``rec_id`` (source and row), the :data:`COLUMNS` and
+    ``simulant_id``; shuffled."""
     rng = np.random.default_rng(seed)
     people = np.array(sorted(set(frames["census"]["simulant_id"])))
     chosen = set(people[rng.random(people.size) < share])
@@ -100,6 +96,11 @@ def other_sources(seed: int = SEED, share: float = SHARE) -> list[dict[str, str]
         for i, rec in enumerate(frame.to_dict("records")):
             rows.append({"rec_id": f"{source}-{i}", **_columns(rec)})
     return [rows[i] for i in rng.permutation(len(rows))]
+
+
+def _mailing(frame: Any) -> Any:
+    """A tax source's mailing address under the census's address columns."""
+    return frame.rename(columns={f"mailing_address_{c}": c for c in _ADDRESS})
 
 
 def _scaled(config: dict[str, Any], factor: float) -> dict[str, Any]:
