@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Anchors", "anchor_pairs", "anchored", "anchors_of", "personal_agreement"]
+__all__ = ["Anchors", "anchor_pairs", "anchored", "anchors_of", "bounded", "personal_agreement"]
 
 PERSONAL_KINDS = frozenset({"person_name", "date", "identifier"})
 ANCHOR_FIELDS = 2
@@ -33,6 +33,13 @@ ANCHOR_FIELDS = 2
 # "Entity resolution quality on held-out sets (issue #53)").
 STRICT_KINDS = frozenset({"date", "identifier"})
 MIN_ANCHOR_MATCHES = 20.0
+# A bound on m: one person's records differ outright (the far level) on an id or a date
+# in at most one pair in ten, whatever EM counts. Where EM's matches are people (the
+# people generator's tuning seeds: an id far in 1.7% of matching pairs) the bound never
+# binds; where they are households (a file without duplicates, whose likest pairs
+# share a surname and an address), an SSN that differs weighed -1.2 bits, near-neutral,
+# and now at least log2(0.1 / 1) = -3.3 (bench/HISTORY.md, 2026-12-03).
+MAX_FAR_M = 0.1
 
 
 def anchor_pairs(
@@ -85,13 +92,28 @@ class Anchors:
 
     fields: list[NDArray[np.bool_] | None]
     shared: NDArray[np.bool_] | None
+    strict: tuple[int, ...] = ()  # fields of STRICT_KINDS: their far m is bounded
 
 
 def anchors_of(levels: NDArray[np.int8], kinds: Sequence[str], n_levels: Sequence[int]) -> Anchors:
     """:class:`Anchors` of candidates with ``levels`` (p, n_fields)."""
     return Anchors(
-        anchor_pairs(levels, kinds, n_levels), personal_agreement(levels, kinds, n_levels)
+        anchor_pairs(levels, kinds, n_levels),
+        personal_agreement(levels, kinds, n_levels),
+        tuple(f for f, k in enumerate(kinds) if k in STRICT_KINDS),
     )
+
+
+def bounded(m: list[NDArray[np.float64]], anchors: Anchors | None) -> list[NDArray[np.float64]]:
+    """``m`` with each strict field's far level held at MAX_FAR_M at most, the mass
+    above it spread over the field's agreeing levels in their proportions (index 0,
+    missing, untouched); the arrays of ``m`` are changed in place and returned."""
+    for f in () if anchors is None else anchors.strict:
+        mf = m[f]
+        if mf[1] > MAX_FAR_M:
+            mf[2:] *= (1.0 - MAX_FAR_M) / mf[2:].sum()
+            mf[1] = MAX_FAR_M
+    return m
 
 
 def anchored(post: NDArray[np.float64], anchors: Anchors | None, f: int) -> NDArray[np.float64]:

@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 
-from er.match._anchors import Anchors, anchored, anchors_of
+from er.match._anchors import Anchors, anchored, anchors_of, bounded
 from er.match._compare import LADDERS
 from er.match._dependence import (
     PatternCounts,
@@ -530,7 +530,7 @@ def _fit_em(
     anchors : Anchors, optional
         The candidates each field's m is counted on (er.match._anchors); a field
         whose anchors hold too few expected matches, or None, is counted on every
-        candidate.
+        candidate. Its strict fields' far m is bounded (er.match._anchors.bounded).
     shared : sequence of int, optional
         The fields a household shares, counted once as in scoring where the sample
         shows households (er.match._dependence.shared_once).
@@ -557,10 +557,13 @@ def _fit_em(
         bits = np.stack([level_bits(m[f], u[f], sides[f])[levels[:, f]] for f in range(len(m))], 1)
         w = np.log2(prior / (1 - prior)) + shared_once(bits, shared, extra)
         post = 1.0 / (1.0 + np.exp2(-np.clip(w, -60, 60)))
-        new_m = [
-            _frequencies(levels[:, f], len(m[f]), anchored(post, anchors, f), pseudo[f])
-            for f in range(len(m))
-        ]
+        new_m = bounded(
+            [
+                _frequencies(levels[:, f], len(m[f]), anchored(post, anchors, f), pseudo[f])
+                for f in range(len(m))
+            ],
+            anchors,
+        )
         new_prior = _clip_prior((float(post.sum()) + beyond) / total)
         shift = max(float(np.abs(a - b).max()) for a, b in zip(new_m, m, strict=True))
         # the prior's change relative to itself: it may be 1e-4 or 0.4

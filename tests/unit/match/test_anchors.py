@@ -14,10 +14,13 @@ from hypothesis import strategies as st
 
 from er.match._anchors import (
     ANCHOR_FIELDS,
+    MAX_FAR_M,
     PERSONAL_KINDS,
     STRICT_KINDS,
+    Anchors,
     anchor_pairs,
     anchors_of,
+    bounded,
     personal_agreement,
 )
 from er.match._train import _fit_em
@@ -111,3 +114,53 @@ def test_twins_do_not_teach_that_an_id_differs() -> None:
     assert fitted[ident][1] == pytest.approx(0.02, abs=0.01)
     two_others = (levels[:, [0, 1, 2]] == 2).sum(axis=1) >= ANCHOR_FIELDS
     assert two_others[4_000:].all() and not anchors.fields[ident][4_000:].any()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    kinds=st.lists(
+        st.sampled_from(sorted(PERSONAL_KINDS | {"address", "text"})), min_size=1, max_size=6
+    ),
+    seed=st.integers(0, 2**16),
+)
+def test_a_strict_field_s_far_m_is_bounded_and_its_agreeing_levels_keep_their_ratios(
+    kinds: list[str], seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    m = []
+    for _ in kinds:
+        share = rng.dirichlet(np.full(int(rng.integers(2, 6)), 0.5))
+        m.append(np.r_[1.0, share])
+    before = [mf.copy() for mf in m]
+    levels = np.ones((1, len(kinds)), np.int8)
+    out = bounded(m, anchors_of(levels, kinds, [mf.size for mf in m]))
+    for f, (mf, was) in enumerate(zip(out, before, strict=True)):
+        assert mf[0] == 1.0 and mf[1:].sum() == pytest.approx(1.0)
+        if kinds[f] not in STRICT_KINDS or was[1] <= MAX_FAR_M:
+            assert np.array_equal(mf, was)
+            continue
+        assert mf[1] == pytest.approx(MAX_FAR_M)
+        if was[2:].sum() > 1e-12:  # the agreeing levels in their old proportions
+            assert mf[2:] / mf[2:].sum() == pytest.approx(was[2:] / was[2:].sum())
+    assert bounded(before, None) is before
+
+
+def test_households_alone_do_not_teach_that_an_id_or_a_date_differs() -> None:
+    """A sample without one match: 3,000 household pairs (a surname and a place shared,
+    every other personal field far). Their anchors hold no matches, so each field is
+    counted over every candidate and EM's "matches" are the households: an id and a
+    birth date far in all of them. Bounded, a differing id or date still weighs
+    log2(MAX_FAR_M / u) against a match."""
+    homes = np.tile(np.array([1, 2, 1, 1, 2, 2, 2]), (3_000, 1)).astype(np.int8)
+    u = [np.array([1.0, 0.999, 0.001])] * 7
+    start = [np.array([1.0, 0.1, 0.9])] * 7
+    anchors = anchors_of(homes, KINDS, [3] * 7)
+    free = Anchors(anchors.fields, anchors.shared)  # no field bounded
+    plain, _, _ = _fit_em(homes, start, u, 50_000_000, anchors=free)
+    fitted, _, _ = _fit_em(homes, start, u, 50_000_000, anchors=anchors)
+    for kind in ("date", "identifier"):
+        f = KINDS.index(kind)
+        assert plain[f][1] > 0.9
+        assert fitted[f][1] == pytest.approx(MAX_FAR_M)
+    given = KINDS.index("person_name")
+    assert fitted[given][1] == pytest.approx(plain[given][1])  # names are not bounded
