@@ -164,9 +164,9 @@ def _checked(kind: str, values: list[str]) -> str:
         return kind if read >= 0.5 * len(sample) else _type_by_values(values)
     if kind in ("number", "postcode"):
         return kind
-    if kind == "identifier" and _repeated(values):
+    if kind == "identifier" and len(values) >= IDENTIFIER_SAMPLE and _few_values(values):
         # an identifier tells records apart; one a handful of values fill (a
-        # "tax_year", a "license_class") is a category
+        # "tax_year", a "license_class") is a category; a few records may all be one's
         return "category"
     if kind == "address" and _integers(values):
         # a house number alone ("street_number"): a code that many homes share
@@ -229,12 +229,6 @@ def _small_integers(values: list[str]) -> bool:
     (a day read as an identifier was "one character off" from 11 other days, and one
     read as free text, a single digit, could not disagree)."""
     return all(v.strip().isdigit() and len(v.strip()) <= 2 for v in values[:2000])
-
-
-def _repeated(values: list[str]) -> bool:
-    """At least IDENTIFIER_SAMPLE values, under 5% of them distinct: a column that
-    repeats too much to tell records apart (a few records may all be one's)."""
-    return len(values) >= IDENTIFIER_SAMPLE and len(set(values)) < 0.05 * len(values)
 
 
 def _few_values(values: list[str]) -> bool:
