@@ -108,3 +108,33 @@ def test_cluster_with_the_annoy_graph(tmp_path: Path) -> None:
     scored = _run("score", "--structure", str(tmp_path / "S.json"), "--labels",
                   str(tmp_path / "y.npy"))  # fmt: skip
     assert json.loads(scored.stdout)["dendrogram_purity"] == 1.0
+
+
+def _explain_answer(model: dict[str, object] | None) -> dict[str, object]:
+    """An explain answer as er.pipeline.queries.explain_pair gives it: a and b joined
+    under node 7 at linkage 0.564, above the cut 0.5."""
+    node = {"id": 7, "score": 0.564}
+    return {
+        "a": "a1", "b": "b1", "together": True, "cut": 0.5, "entity_a": 3, "entity_b": 3,
+        "path_a": [node], "path_b": [node], "lca": node, "deciding": node,
+        "near": [], "fields": {"name": 1.0}, "model": model,
+        "confidence": {"p": None, "why": "not asked"},
+    }  # fmt: skip
+
+
+def test_explain_says_linkages_were_scored_when_merged(capsys) -> None:
+    """A merge's linkage was scored at the collection's size then, the pair's
+    probability now (a pair at 0.44 joined at 0.564): a pair-model explain says which
+    is which; a cosine collection's, which has no prior, does not."""
+    from er.cli.query import _print_lineage
+
+    field = {"field": "name", "a": "x", "b": "x", "level": "exact", "weight": 9.0}
+    scored = {"version": 2, "population": 100_000, "fields": [field], "prior_weight": -16.6}
+    model = {**scored, "match_weight": -0.2, "probability": 0.44, "link": None}
+    _print_lineage("explain", _explain_answer(model))
+    text = capsys.readouterr().out
+    assert "linkage 0.564 >= 0.5" in text
+    assert "linkages as scored when each merge was made" in text
+    assert "probabilities below at 100,000 mentions" in text
+    _print_lineage("explain", _explain_answer(None))
+    assert "when each merge was made" not in capsys.readouterr().out
