@@ -284,6 +284,7 @@ NORMALISERS: dict[str, Callable[[Any], str | None]] = {
     "person_name": normalise_person_name,
     "org_name": normalise_org_name,
     "date": normalise_date,
+    "event_date": normalise_date,
     "phone": normalise_phone,
     "email": normalise_email,
     "identifier": normalise_identifier,

@@ -20,6 +20,7 @@ FIELD_TYPES = (
     "person_name",
     "org_name",
     "date",
+    "event_date",
     "phone",
     "email",
     "identifier",
@@ -41,7 +42,10 @@ _NAME_PART = r"(first|given|fore|last|sur|family|middle|maiden|nick)"
 _BY_NAME: tuple[tuple[str, str, str], ...] = (
     (r"e_?mail", r"", "email"),
     (r"phone|mobile|telephone|fax", r"tel|cell", "phone"),
-    (r"birth|date", r"dob|dt$|on$", "date"),
+    (r"birth", r"dob|born", "date"),
+    # any other date is an event's (a patent's, an order's, a visit's): records of one
+    # entity differ on it, so it is weighed as context, never as who someone is
+    (r"date", r"dt$|on$", "event_date"),
     (r"post_?code|zip|postal", r"", "postcode"),
     (
         rf"{_NAME_PART}_?names?|names?_{_NAME_PART}|surname|forename|maiden|initials",
@@ -157,7 +161,7 @@ def _checked(kind: str, values: list[str]) -> str:
     legal or institutional words, or of many words, an organisation's."""
     if not values:
         return kind
-    if kind in ("date", "email", "phone"):
+    if kind in ("date", "event_date", "email", "phone"):
         # a "name_on_card" or a "dt_status" the header misleads on: the values decide
         sample = values[:2000]
         read = sum(1 for v in sample if _reads_as(kind, v))
@@ -184,7 +188,7 @@ def _checked(kind: str, values: list[str]) -> str:
 def _reads_as(kind: str, v: str) -> bool:
     """Whether a value could be of the header's date, e-mail or phone type (a phone's
     digits alone count: "0405771490")."""
-    if kind == "date":
+    if kind in ("date", "event_date"):
         return bool(_DATE_LIKE.match(v))
     if kind == "email":
         return bool(_EMAIL_LIKE.match(v))

@@ -14,15 +14,16 @@ One more term, usually 0, corrects for fields that non-matches agree on together
 (a household's surname, address and phone): the bits of the pair's agreement
 pattern (er.match._dependence). The match probability is 2^W / (1 + 2^W).
 
-Fields of a context type (free text, numbers: :data:`CONTEXT_KINDS`) beside at least
-one identity field (a name, a date, an id, an e-mail, a phone) are one-sided: they
-weigh at least 0 at every level. They describe a record's circumstances, not the
-entity: one firm files patents from many sites, with many teams, in many classes, so
-two of its records disagreeing on co-authors or coordinates is no evidence that they
-are two firms, while agreeing on them is evidence that they are one. Two-sided, such
-fields outweighed the name and EM's "match" class became the same patent team
-(PATSTAT; bench/HISTORY.md). A collection of context fields alone (Leipzig's
-affiliation strings), or beside places and categories only, has nothing else to tell
+Fields of a context type (free text, numbers, event dates: :data:`CONTEXT_KINDS`)
+beside at least one identity field (a name, a birth date, an id, an e-mail, a phone)
+are one-sided: they weigh at least 0 at every level. They describe a record's
+circumstances, not the entity: one firm files patents from many sites, with many
+teams, in many classes, and one inventor's patents carry many dates, so two of its
+records disagreeing on co-authors, coordinates or dates is no evidence that they are
+two, while agreeing on them is evidence that they are one. Two-sided, such fields
+outweighed the name and EM's "match" class became the same patent team (PATSTAT;
+bench/HISTORY.md). A collection of context fields alone (Leipzig's affiliation
+strings), or beside places and categories only, has nothing else to tell
 entities apart, and keeps them two-sided.
 
 A model is frozen once trained and stored with the collection as JSON; the same
@@ -75,7 +76,7 @@ MAX_TF_BONUS = 10.0  # bits a rare value may add over the field's average exact 
 # sets (issue #53)").
 CONTRADICTION_BITS = 6.0
 CONTRADICTING_KINDS = frozenset({"person_name", "date", "identifier"})
-CONTEXT_KINDS = frozenset({"text", "number"})  # one-sided evidence (module docstring)
+CONTEXT_KINDS = frozenset({"text", "number", "event_date"})  # one-sided evidence (module docstring)
 # IDENTITY_KINDS: what names an entity on its own; a place, a postcode or a category
 # beside a text field (a product title and its country) leaves the text the identity,
 # two-sided

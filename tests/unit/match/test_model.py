@@ -347,3 +347,40 @@ def test_a_closure_whose_fit_is_implausible_leaves_the_first_fit(
     monkeypatch.setattr("er.match._train._closure", everything)
     again = train_pair_model(t, KINDS, cand)
     assert again == plain
+
+
+def test_an_event_date_is_context_a_birth_date_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #53: an inventor's patents carry many dates. Typed ``event_date`` (a header
+    such as ``patent_date``), a date that differs between one person's records weighs
+    nothing against them, and agreeing still counts; a birth date (``date``) is who
+    someone is: it anchors m, contradicts a match and has its far m bounded."""
+    from er.match._anchors import PERSONAL_KINDS, STRICT_KINDS
+    from er.match._model import CONTRADICTING_KINDS
+
+    assert one_sided_fields(["person_name", "event_date", "date"]) == [False, True, False]
+    assert "event_date" not in PERSONAL_KINDS | STRICT_KINDS | CONTRADICTING_KINDS
+    rng = np.random.default_rng(5)
+    rows, who = [], []
+    letters = np.array(list("abcdefghijklmnoprstuvwyz"))
+    for _ in range(200):
+        name = "".join(rng.choice(letters, 7)) + " " + "".join(rng.choice(letters, 9))
+        days = rng.integers(0, 3000, 2)
+        for day in (days[0], days[0], days[1]):  # two records of one patent, another
+            rows.append([name, f"{2000 + day // 300}{1 + day % 12:02d}{1 + day % 28:02d}"])
+            who.append(name)
+    t = FieldTable(["inventor", "patent_date"])
+    t.add(rows)
+    n = len(rows)
+    same = [(i, j) for i in range(n) for j in range(i + 1, n) if who[i] == who[j]]
+    near = [(i, (i + 3) % n) for i in range(n)]  # another person's record
+    pairs = np.array(sorted({(min(a, b), max(a, b)) for a, b in same + near}))
+    model = train_pair_model(t, ["person_name", "event_date"], (pairs[:, 0], pairs[:, 1]))
+    assert model.method == "em" and model.fields[1].one_sided
+    left, right = np.array([0, 0]), np.array([2, 3])  # one person's two dates; a stranger
+    assert t.values(0)["patent_date"] != t.values(2)["patent_date"]
+    w, _ = model.weights(t, left, right)
+    assert w[0, 1] >= 0.0 < w[0, 0]  # a date apart: no evidence against; the name for
+    assert w[1, 0] < 0.0  # a stranger's name against
+    monkeypatch.setattr("er.match._train.one_sided_fields", lambda kinds: [False] * len(kinds))
+    two_sided = train_pair_model(t, ["person_name", "event_date"], (pairs[:, 0], pairs[:, 1]))
+    assert two_sided.weights(t, left, right)[0][0, 1] < 0.0  # what one-sided prevents
