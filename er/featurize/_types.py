@@ -57,6 +57,9 @@ _BY_NAME: tuple[tuple[str, str, str], ...] = (
         r"firm|org",
         "org_name",
     ),
+    # a house, flat or unit number, or a household's id, is a code many homes share, not
+    # who lives there (pseudopeople's `unit_number`, "apt 3", was typed an identifier)
+    (r"house_?(number|no|num)|household|apartment", r"apt|unit|flat|suite", "category"),
     (r"street|address|addr", r"", "address"),
     (r"suburb|city|town|locality|county|district|municipality", r"", "place"),
     (r"state|country|region|province|gender|status|category", r"sex|title|type|kind", "category"),
