@@ -175,6 +175,9 @@ def _checked(kind: str, values: list[str]) -> str:
         # an identifier tells records apart; one a handful of values fill (a
         # "tax_year", a "license_class") is a category; a few records may all be one's
         return "category"
+    if kind in ("person_name", "org_name") and _lettered(values) < 0.5:
+        # a "company_number" of digits: a name's header over codes, which the values type
+        return _type_by_values(values)
     if kind == "address" and _integers(values):
         # a house number alone ("street_number"): a code that many homes share
         return "category"
@@ -213,6 +216,10 @@ def _type_by_values(values: list[str]) -> str:
     for v in values[:2000]:
         votes[_look(v)] += 1
     kind, count = votes.most_common(1)[0]
+    if kind in ("word", "org_name") and _few_values(values):
+        # a handful of short values is a category whatever they look like: language
+        # codes ("eng", "spa": S.p.A., an organisation's word), legal forms, years
+        return "category"
     if count < 0.8 * sum(votes.values()):
         return "text"
     if kind == "word":  # short letters alone: a name, a place or a category
@@ -222,6 +229,12 @@ def _type_by_values(values: list[str]) -> str:
     if kind == "code" and all(_NUMBER_LIKE.match(v) and "." in v for v in values[:200]):
         return "number"
     return {"code": "identifier"}.get(kind, kind)
+
+
+def _lettered(values: list[str]) -> float:
+    """The share of values (of the first 2,000) holding a letter."""
+    sample = values[:2000]
+    return sum(1 for v in sample if any(c.isalpha() for c in v)) / max(len(sample), 1)
 
 
 def _integers(values: list[str]) -> bool:
@@ -245,10 +258,20 @@ def _few_values(values: list[str]) -> bool:
     return distinct < 0.05 * len(values) or distinct < min(12, 0.5 * len(values))
 
 
+def _digits_date(v: str) -> bool:
+    """Whether eight digits read as a date (year, month and day in some order): a
+    company's or a case's number of eight digits does not."""
+    y1, m1, d1 = int(v[:4]), int(v[4:6]), int(v[6:])
+    d2, m2, y2 = int(v[:2]), int(v[2:4]), int(v[4:])
+    ymd = 1800 <= y1 <= 2100 and 1 <= m1 <= 12 and 1 <= d1 <= 31
+    dmy = 1800 <= y2 <= 2100 and (1 <= m2 <= 12 or 1 <= d2 <= 12) and min(d2, m2) >= 1
+    return ymd or (dmy and max(d2, m2) <= 31)
+
+
 def _look(v: str) -> str:
     if _EMAIL_LIKE.match(v):
         return "email"
-    if _DATE_LIKE.match(v):
+    if _DATE_LIKE.match(v) and (not v.strip().isdigit() or _digits_date(v.strip())):
         return "date"
     digits = sum(c.isdigit() for c in v)
     if _PHONE_LIKE.match(v) and 8 <= digits <= 15 and not v.strip().isdigit():
