@@ -19,7 +19,15 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Anchors", "anchor_pairs", "anchored", "anchors_of", "bounded", "personal_agreement"]
+__all__ = [
+    "Anchors",
+    "anchor_pairs",
+    "anchored",
+    "anchors_of",
+    "bounded",
+    "personal_agreement",
+    "record_ids",
+]
 
 PERSONAL_KINDS = frozenset({"person_name", "date", "identifier"})
 ANCHOR_FIELDS = 2
@@ -40,6 +48,13 @@ MIN_ANCHOR_MATCHES = 20.0
 # share a surname and an address), an SSN that differs weighed -1.2 bits, near-neutral,
 # and now at least log2(0.1 / 1) = -3.3 (bench/HISTORY.md, 2026-12-03).
 MAX_FAR_M = 0.1
+# An identifier that agrees in under RECORD_ID_AGREEMENT of its anchors (candidates
+# agreeing on every other personal field, at least MIN_RECORD_ID_ANCHORS of them with
+# it present) names each record, not its entity: a row number, a form's or a patent's
+# id. Weighed as an entity's id, every match would differ on it; a real id (an SSN)
+# agrees on most such anchors, namesakes among them or not.
+RECORD_ID_AGREEMENT = 0.05
+MIN_RECORD_ID_ANCHORS = 20
 
 
 def anchor_pairs(
@@ -68,6 +83,30 @@ def anchor_pairs(
         agree = exact[:, others].sum(axis=1)
         need = len(others) if kinds[f] in STRICT_KINDS else min(ANCHOR_FIELDS, len(others))
         out.append(agree >= need)
+    return out
+
+
+def record_ids(
+    levels: NDArray[np.int8], kinds: Sequence[str], n_levels: Sequence[int]
+) -> list[int]:
+    """The identifier fields that name each record rather than its entity
+    (RECORD_ID_AGREEMENT), to be weighed one-sided, as context.
+
+    Parameters
+    ----------
+    levels : ndarray of int8, shape (p, n_fields)
+        The candidates' levels (0 missing, the last of each ladder exact agreement).
+    kinds, n_levels : sequence, length n_fields
+    """
+    out = []
+    for f, anchors in enumerate(anchor_pairs(levels, kinds, n_levels)):
+        if kinds[f] != "identifier" or anchors is None:
+            continue
+        present = anchors & (levels[:, f] != 0)
+        if present.sum() < MIN_RECORD_ID_ANCHORS:
+            continue
+        if np.mean(levels[present, f] == n_levels[f] - 1) < RECORD_ID_AGREEMENT:
+            out.append(f)
     return out
 
 

@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 
-from er.match._anchors import Anchors, anchored, anchors_of, bounded
+from er.match._anchors import Anchors, anchored, anchors_of, bounded, record_ids
 from er.match._compare import LADDERS
 from er.match._dependence import (
     PatternCounts,
@@ -163,6 +163,8 @@ def train_pair_model(
     total = max(n * (n - 1) // 2, 1)
     blocks = field_blocks(kinds)
     sides = one_sided_fields(kinds)
+    for f in record_ids(cand_levels, kinds, [len(p.m) for p in protos]):
+        sides[f] = True  # a row's or a form's id: context, not who the record is
     if gold is not None:
         u = [_frequencies(rand_levels[:, f], len(p.m)) for f, p in enumerate(protos)]
         patterns = _pattern_counts(rand_levels, (rl, rr), cand_levels, candidates, n)

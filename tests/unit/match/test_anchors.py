@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from er.match import FieldTable
 from er.match._anchors import (
     ANCHOR_FIELDS,
     MAX_FAR_M,
@@ -164,3 +165,48 @@ def test_households_alone_do_not_teach_that_an_id_or_a_date_differs() -> None:
         assert fitted[f][1] == pytest.approx(MAX_FAR_M)
     given = KINDS.index("person_name")
     assert fitted[given][1] == pytest.approx(plain[given][1])  # names are not bounded
+
+
+def _forms(seed: int) -> tuple[FieldTable, tuple[np.ndarray, np.ndarray]]:
+    """300 people, three forms each: names, birth date and SSN the person's, the form's
+    number its own; candidates: each person's pairs and each form's next neighbour."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnoprstuvwyz"))
+    rows, who = [], []
+    for p in range(300):
+        given_, surname = ("".join(rng.choice(letters, 8)) for _ in range(2))
+        dob = f"19{rng.integers(40, 99)}{rng.integers(1, 13):02d}{rng.integers(1, 29):02d}"
+        ssn = f"{rng.integers(10**8, 10**9)}"
+        for _ in range(3):
+            rows.append([given_, surname, dob, ssn, f"F{rng.integers(10**9)}"])
+            who.append(p)
+    table = FieldTable(["given", "surname", "dob", "ssn", "form_id"])
+    table.add(rows)
+    n = len(rows)
+    pairs = {(i, j) for i in range(n) for j in range(i + 1, min(i + 3, n)) if who[i] == who[j]}
+    pairs |= {(i, i + 3) for i in range(n - 3)}
+    left, right = np.array(sorted(pairs)).T
+    return table, (left, right)
+
+
+def test_an_id_each_record_has_its_own_is_context_not_the_entity_s(monkeypatch) -> None:
+    """A form's number differs between every two forms of one person: among the pairs
+    agreeing on both names and the birth date it never agrees, where the SSN does, so
+    it is weighed one-sided (0 when it differs) and one person's two forms match.
+    Weighed as the person's id, it differs on every match and a match's evidence loses
+    it (the far level, bounded at 0.1: at least 3.3 bits against)."""
+    from er.match import train_pair_model
+    from er.match._anchors import record_ids
+
+    table, cand = _forms(3)
+    kinds = ["person_name", "person_name", "date", "identifier", "identifier"]
+    model = train_pair_model(table, kinds, cand)
+    levels = model.levels(table, *cand)
+    assert record_ids(levels, kinds, [len(f.m) for f in model.fields]) == [4]
+    assert [f.one_sided for f in model.fields] == [False, False, False, False, True]
+    pair = (np.array([0]), np.array([1]))  # one person's two forms
+    w, _ = model.weights(table, *pair)
+    assert w[0, 4] == 0.0 and w[0, 3] > 0.0
+    monkeypatch.setattr("er.match._train.record_ids", lambda *a: [])
+    as_id = train_pair_model(table, kinds, cand)
+    assert as_id.weights(table, *pair)[0][0, 4] < np.log2(0.1) + 1e-3
