@@ -65,13 +65,13 @@ def _print_lineage(what: str, result: dict[str, Any]) -> None:
         sign = ">=" if result["together"] else "<"
         out(f"  the cut turns on node {d['id']}: linkage {_score(d['score'])} {sign} ")
         out(f"{result['cut']}\n")
-    if result.get("model") is not None and result["path_a"] + result["path_b"]:
+    model = result.get("model")
+    if model is not None and result["path_a"] + result["path_b"]:
         # a merge's linkage is scored when the merge is made, at the collection's size
         # then; the prior falls as the collection grows (docs/pair-model.md)
-        now = f"{result['model']['population']:,}"
+        now = f"{model['population']:,}"
         out(f"  (linkages as scored when each merge was made; probabilities below at {now} ")
         out("mentions)\n")
-    model = result.get("model")
     if model is None:
         for e in result["near"]:
             out(f"  k-NN edge: {e['a']} ~ {e['b']} cosine {e['sim']:.3f}\n")

@@ -222,8 +222,8 @@ def _type_by_values(values: list[str]) -> str:
         return "category"
     if count < 0.8 * sum(votes.values()):
         return "text"
-    if kind == "word":  # short letters alone: a name, a place or a category
-        return "category" if _few_values(values) else "person_name"
+    if kind == "word":  # short letters alone, more than a handful: a name or a place
+        return "person_name"
     if kind == "code" and (_few_values(values) or _small_integers(values)):
         return "category"
     if kind == "code" and all(_NUMBER_LIKE.match(v) and "." in v for v in values[:200]):

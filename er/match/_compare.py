@@ -86,10 +86,6 @@ LADDERS: dict[str, Ladder] = {
         # the other side's date
         (("date_edits", 2.0), ("date_edits", 1.0), ("date_edits", 0.0)),
     ),
-    "event_date": Ladder(
-        ("missing", "far", "two digits off", "one digit off or day/month swapped", "exact"),
-        (("date_edits", 2.0), ("date_edits", 1.0), ("date_edits", 0.0)),
-    ),
     "phone": Ladder(("missing", "far", "one digit off", "exact"), (("edits", 1.0),)),
     "identifier": Ladder(("missing", "far", "one character off", "exact"), (("edits", 1.0),)),
     "postcode": Ladder(("missing", "far", "one character off", "exact"), (("edits", 1.0),)),
@@ -119,6 +115,7 @@ LADDERS: dict[str, Ladder] = {
     ),
     "text_numbers": Ladder(("missing", "numbers differ", "a number shared"), ()),
 }
+LADDERS["event_date"] = LADDERS["date"]  # an event's date compares as any date
 
 
 def compare_field(
