@@ -41,6 +41,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import io
+import random
 import subprocess
 import sys
 import tarfile
@@ -82,7 +83,15 @@ NAMES = [
     "febrl3-sparse",
     "inventors",
     "restaurants",
+    # the same records as a data frame writes them with its index ("Unnamed: 0"), and
+    # with a number of each record's own in a shuffled file ("form_number")
+    "people-hard-10k+rownum",
+    "people-medium-10k+rownum",
+    "people-hard-10k+formno",
+    "people-medium-10k+formno",
 ]
+# suffix -> the column it adds and whether its numbers follow the records' order
+NUMBERED = {"+rownum": ("Unnamed: 0", True), "+formno": ("form_number", False)}
 # strings and cities of the larger organisation sets (12 cities per 1,000 strings)
 ORGS_SIZES = {
     "orgs-places-8k": (8_000, 96),
@@ -95,7 +104,15 @@ SEEDED = ("people", "orgs")  # families with a tuning seed: thresholds are chose
 
 def load(name: str) -> Dataset:
     """The records, gold labels and meta (``id_field``, ``family``, ``tuning``) of a set."""
-    base, _, tag = name.partition("@")
+    base, at, tag = name.partition("@")
+    for suffix, (column, ordered) in NUMBERED.items():
+        if base.endswith(suffix):  # a number of each record's own, a column of its own
+            records, gold, meta = load(base.removesuffix(suffix) + at + tag)
+            numbers = list(range(len(records)))
+            if not ordered:
+                random.Random(0).shuffle(numbers)
+            rows = [{column: str(k), **r} for k, r in zip(numbers, records, strict=True)]
+            return rows, gold, meta
     if base in PEOPLE_NAMES:
         _, level, size = base.split("-")
         seed = TUNING_SEED if tag == "tuning" else TEST_SEED

@@ -59,15 +59,35 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
                 yield number, None, f"malformed JSON ({str(exc).splitlines()[0]})"
 
 
-def _csv_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
+# Cell separators a CSV file may use: a spreadsheet's export is comma-separated, or
+# semicolon-separated where the comma is the decimal mark, or tab-separated.
+DELIMITERS = (",", ";", "\t", "|")
+
+
+def _delimiter(first_line: str) -> str:
+    """The separator that splits the header into the most cells (a comma on a tie)."""
+    counts = {d: len(next(csv.reader([first_line], delimiter=d), [])) for d in DELIMITERS}
+    return max(DELIMITERS, key=lambda d: (counts[d], d == ","))
+
+
+def _csv_lines(
+    path: Path, id_field: str | None, delimiter: str | None = None
+) -> Iterator[tuple[int, Any, str | None]]:
     with path.open("rb") as f:
         data = f.read()
-    text = data.decode("utf-8", errors="surrogateescape")  # bad bytes reach the validator
-    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
+    # a spreadsheet's "CSV UTF-8" starts with a byte-order mark, not part of the header
+    text = data.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+    delimiter = delimiter or _delimiter(text.split("\n", 1)[0])
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, skipinitialspace=True)
     header = next(reader, None)
     if not header:
         raise ERError(f"{path}: empty CSV file (no header line).")
     names = [h.strip() for h in header]
+    if id_field is not None and id_field not in names:
+        raise ERError(
+            f"{path}: no column {id_field!r} in the header ({', '.join(map(repr, names))}); "
+            "name the id column with --id-field."
+        )
     for row in reader:
         number = reader.line_num
         if not any(cell.strip() for cell in row):
@@ -78,24 +98,30 @@ def _csv_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
         yield number, {k: v.strip() for k, v in zip(names, row, strict=True)}, None
 
 
-def read_chunks(path: Path, batch_size: int, fmt: str | None = None) -> Iterator[Chunk]:
-    """Batches of records from a ``.jsonl``/``.ndjson`` or ``.csv`` file.
+def read_chunks(
+    path: Path, batch_size: int, fmt: str | None = None, id_field: str | None = None
+) -> Iterator[Chunk]:
+    """Batches of records from a ``.jsonl``/``.ndjson``, ``.csv`` or ``.tsv`` file (a CSV
+    file's separator is read from its header: :data:`DELIMITERS`; a TSV's is a tab).
 
     Raises
     ------
     ERError
-        If the file is missing or its format cannot be told (one line, exit 2).
+        If the file is missing, its format cannot be told, or a CSV header lacks
+        ``id_field`` (one line, exit 2, before any record is read).
     """
     if batch_size < 1:
         raise ERError(f"--batch-size must be >= 1. Got {batch_size}.")
     if not path.is_file():
         raise ERError(f"{path}: no such file (records).")
-    fmt = fmt or {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}.get(
-        path.suffix.lower()
-    )
-    if fmt not in ("jsonl", "csv"):
+    suffixes = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}
+    fmt = fmt or {**suffixes, ".tsv": "tsv"}.get(path.suffix.lower())
+    if fmt not in ("jsonl", "csv", "tsv"):
         raise ERError(f"{path}: cannot tell the format; name it .jsonl or .csv, or pass --format.")
-    lines = _jsonl_lines(path) if fmt == "jsonl" else _csv_lines(path)
+    if fmt == "jsonl":
+        lines = _jsonl_lines(path)
+    else:
+        lines = _csv_lines(path, id_field, "\t" if fmt == "tsv" else None)
     chunk = Chunk()
     for number, record, reason in lines:
         if reason is not None:

@@ -24,7 +24,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         "gold_field": args.gold_field,
         "config": _json_arg(args.config, "--config"),
     }
-    chunks = read_chunks(args.file, args.batch_size, args.format)
+    chunks = read_chunks(args.file, args.batch_size, args.format, common["id_field"])
     if settings.broker_url:
         summary = _ingest_queued(settings, args, common, chunks)
     else:
@@ -122,7 +122,7 @@ def _ingest_in_process(
                 for key in ("accepted", "duplicates", "rejected"):
                     totals[key] += out[key]
                 reasons += out["reasons"]
-                _print_types(args.collection, out.get("field_types"))
+                _print_types(args.collection, out.get("field_types"), out.get("left_out"))
             run_cluster(settings, args.collection, on_batch=resolved)
     _print_ingest(args.collection, totals, reasons)
     return {"collection": args.collection, **totals}
@@ -147,7 +147,7 @@ def _ingest_queued(
         return {"collection": args.collection, "queued": [r.id for r in results]}
     outs = [_task_result(r, args.timeout) for r in results]
     for o in outs:
-        _print_types(args.collection, o.get("field_types"))
+        _print_types(args.collection, o.get("field_types"), o.get("left_out"))
     seqs = {o["batch_seq"] for o in outs}
     _wait_resolved(settings, args.collection, seqs, args.timeout)
     totals = {k: sum(o[k] for o in outs) for k in ("accepted", "duplicates", "rejected")}
@@ -210,15 +210,24 @@ def _wait_resolved(settings: Any, collection: str, seqs: set[int], timeout: floa
         engine.dispose()
 
 
-def _print_types(collection: str, types: dict[str, str] | None) -> None:
-    """A new collection's inferred field types, and how to give others."""
+def _print_types(
+    collection: str, types: dict[str, str] | None, left_out: list[str] | None = None
+) -> None:
+    """A new collection's inferred field types, the fields it leaves out, and how to
+    give others."""
     if not types:
         return
     listed = ", ".join(f"{name}={kind}" for name, kind in types.items())
+    sys.stderr.write(f"{collection}: new collection, field types inferred: {listed}\n")
+    if left_out:
+        named = ", ".join(repr(n) if n.strip() else "the unnamed column" for n in left_out)
+        sys.stderr.write(
+            f"  not compared: {named} (row numbers, each record its own; lists and "
+            "objects; no header)\n"
+        )
     sys.stderr.write(
-        f"{collection}: new collection, field types inferred: {listed}\n"
-        f"  (to type a field otherwise, ingest into a new collection with "
-        f'--config \'{{"field_types": {{"FIELD": "TYPE"}}}}\'; types: er ingest --help)\n'
+        "  (to type a field otherwise, ingest into a new collection with "
+        '--config \'{"field_types": {"FIELD": "TYPE"}}\'; types: er ingest --help)\n'
     )
 
 

@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gold-field", default=None)
     p.add_argument("--batch-size", type=int, default=1000, help="records per batch (1000)")
-    p.add_argument("--format", choices=("jsonl", "csv"), default=None)
+    p.add_argument("--format", choices=("jsonl", "csv", "tsv"), default=None)
     p.add_argument(
         "--config",
         default=None,

@@ -7,6 +7,7 @@ from er.featurize._config import (
     FeaturizerConfig,
     FieldSpec,
     infer_config,
+    left_out_fields,
 )
 from er.featurize._encode import Featurizer, featurize, normalize_text
 from er.featurize._normalize import NORMALISERS, normalise, read_date
@@ -28,6 +29,7 @@ __all__ = [
     "featurize",
     "infer_config",
     "infer_field_types",
+    "left_out_fields",
     "normalise",
     "normalize_text",
     "read_date",

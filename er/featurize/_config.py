@@ -8,14 +8,23 @@ statistics of the data seen so far.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from er.exceptions import ConfigError
+from er.featurize._types import header_words
 
-__all__ = ["DEFAULT_DIM", "ENCODERS", "FeaturizerConfig", "FieldSpec", "infer_config"]
+__all__ = [
+    "DEFAULT_DIM",
+    "ENCODERS",
+    "FeaturizerConfig",
+    "FieldSpec",
+    "infer_config",
+    "left_out_fields",
+]
 
 ENCODERS = ("ngrams", "exact", "numeric")
 # Signed-hash dimensions: the fewest that keep MBSCC's pairwise F1 flat over the cuts
@@ -149,7 +158,8 @@ def infer_config(
 ) -> FeaturizerConfig:
     """A default featurizer from the first batch: every text field as n-grams, weight 1.
 
-    The id and gold fields are left out. A ``vector`` field holding a list of numbers
+    The id and gold fields are left out, and so are a field without a name and one that
+    numbers the rows (:func:`row_numbers`). A ``vector`` field holding a list of numbers
     makes the collection a precomputed-embedding one (its length becomes ``dim``).
     Numbers count as text (codes and dates in CSV files are numbers to a parser but
     identifiers to a person); a field whose values are mostly lists or objects is
@@ -157,23 +167,31 @@ def infer_config(
     """
     leave_out = {id_field, gold_field}
     kinds: dict[str, Counter[str]] = {}
+    values: dict[str, list[str]] = {}
     vector_len = None
     for rec in records:
         for name, value in rec.items():
-            if name in leave_out:
+            if name in leave_out or not name.strip():  # a header's blank name: unnamed
                 continue
             if name == "vector" and isinstance(value, list):
                 vector_len = len(value)
                 continue
-            kinds.setdefault(name, Counter())[_kind(value)] += 1
+            kind = _kind(value)
+            kinds.setdefault(name, Counter())[kind] += 1
+            if kind == "text":
+                values.setdefault(name, []).append(str(value))
     if vector_len:
         return FeaturizerConfig(dim=vector_len, vector_field="vector")
     # a field is text when most of its values are (a bad record does not drop it)
-    text = [n for n, k in kinds.items() if k["text"] > k["other"]]
+    text = [
+        n
+        for n, k in kinds.items()
+        if k["text"] > k["other"] and not row_numbers(n, values.get(n, []))
+    ]
     if not text:
         raise ConfigError(
             "cannot infer a featurizer: the records have no text fields besides the id and "
-            "gold fields; pass --config with fields or a vector field."
+            "gold fields and row numbers; pass --config with fields or a vector field."
         )
     return FeaturizerConfig(fields=tuple(FieldSpec(name=n) for n in text), dim=dim)
 
@@ -184,3 +202,50 @@ def _kind(value: Any) -> str:
     if isinstance(value, str | int | float) and not isinstance(value, bool):
         return "text"
     return "other"
+
+
+# A field that numbers the rows (a data frame's or a spreadsheet's index written with
+# the records: "Unnamed: 0", "", "index", "row_no"; or any field of whole numbers, each
+# record its own, that fill their range as a running count does) says where a record
+# sits in its file, never who it is: its n-grams make neighbouring rows each other's
+# candidates (hard people with one: 0.979 -> 0.746; bench/RESULTS.md, "Entity resolution
+# quality on held-out sets (issue #53)").
+_ROW_HEADER = re.compile(
+    r"^(unnamed(_\d+)?|index|idx|row|rownum|row_?(id|no|num|number|index)|"
+    r"line_?(no|num|number)|seq|sequence|record_?(no|num|number))?$"
+)
+ROW_NUMBERS_MIN = 50  # values a field needs before it is taken for row numbers
+ROW_RANGE_FILL = 0.9  # share of [min, max] that distinct whole numbers fill as a count
+
+
+def row_numbers(name: str, values: list[str]) -> bool:
+    """Whether a field numbers the rows: at least :data:`ROW_NUMBERS_MIN` values, whole
+    numbers, no two alike, and either a row index's header or filling their range."""
+    if len(values) < ROW_NUMBERS_MIN:
+        return False
+    stripped = [v.strip() for v in values]
+    if not all(v.isdigit() and len(v) <= 12 for v in stripped):
+        return False
+    numbers = {int(v) for v in stripped}
+    if len(numbers) < len(stripped):
+        return False
+    if _ROW_HEADER.match(header_words(name)):
+        return True
+    return len(numbers) >= ROW_RANGE_FILL * (max(numbers) - min(numbers) + 1)
+
+
+def left_out_fields(
+    records: Iterable[Mapping[str, Any]],
+    featurizer: FeaturizerConfig,
+    *,
+    id_field: str,
+    gold_field: str | None,
+) -> list[str]:
+    """The sample's fields a featurizer leaves out besides the id and gold fields (row
+    numbers, lists and objects): what a new collection does not compare, for the user
+    to see."""
+    used = {f.name for f in featurizer.fields} | {id_field, gold_field, featurizer.vector_field}
+    seen: dict[str, None] = {}
+    for rec in records:
+        seen.update(dict.fromkeys(n for n in rec if n not in used))
+    return list(seen)

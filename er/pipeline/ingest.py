@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from er.featurize import FeaturizerConfig, RecordValidator
+from er.featurize import FeaturizerConfig, RecordValidator, left_out_fields
 from er.pipeline.config import _settle_config, check_collection_name
 from er.pipeline.features import encode_features, features_digest, make_features
 from er.stores.sql import (
@@ -125,7 +125,18 @@ def ingest_records(
         "reasons": [r["reason"] for r in rejected[:20]],
         # a new collection's inferred types, for the user to see and override
         "field_types": cfg.get("field_types") if created else None,
+        "left_out": _left_out(records, cfg) if created else [],
     }
+
+
+def _left_out(records: Sequence[Any], config: Mapping[str, Any]) -> list[str]:
+    """The first batch's fields the new collection does not compare (row numbers, lists)."""
+    return left_out_fields(
+        [r for r in records if isinstance(r, Mapping)],
+        FeaturizerConfig.from_json(config["featurizer"]),
+        id_field=config["id_field"],
+        gold_field=config.get("gold_field"),
+    )
 
 
 def _store_features(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import subprocess
 import sys
 from collections import Counter
@@ -21,9 +22,11 @@ from er.featurize import (
     RecordValidator,
     featurize,
     infer_config,
+    left_out_fields,
     normalize_text,
     record_schema,
 )
+from er.featurize._config import ROW_NUMBERS_MIN
 
 NAMES = ["mitchell", "richmond", "mithcell", "richmaond", "blair athol", "wallaby place"]
 
@@ -199,3 +202,70 @@ def test_fast_validator_agrees_with_jsonschema(record) -> None:
     assert validator.matches_schema(record) == reference
     if not reference:
         assert validator.reason(record) is not None
+
+
+# -- row numbers: a data frame's index written with the records -----------------------------
+ROW_HEADERS = ["", "Unnamed: 0", "index", "Row No", "rowNumber", "line_no", "record_number"]
+
+
+def _with_column(name: str, values: list[str]) -> list[dict[str, str]]:
+    return [{"id": f"r{i}", "name": f"person {i % 7}", name: v} for i, v in enumerate(values)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    header=st.sampled_from(ROW_HEADERS),
+    n=st.integers(ROW_NUMBERS_MIN, 400),
+    start=st.integers(0, 10**6),
+    spread=st.integers(1, 50),
+    seed=st.integers(0, 2**16),
+)
+def test_an_index_column_is_left_out_whatever_its_order(
+    header: str, n: int, start: int, spread: int, seed: int
+) -> None:
+    """A row index's header over distinct whole numbers, however far apart (a shuffled
+    file's index): left out of the comparison, and reported as such."""
+    rng = random.Random(seed)
+    values = [str(v) for v in rng.sample(range(start, start + n * spread), n)]
+    recs = _with_column(header, values)
+    cfg = infer_config(recs, id_field="id")
+    assert [f.name for f in cfg.fields] == ["name"]
+    assert left_out_fields(recs, cfg, id_field="id", gold_field=None) == [header]
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(ROW_NUMBERS_MIN, 400), start=st.integers(0, 10**9), seed=st.integers(0, 99))
+def test_a_running_count_is_left_out_under_any_header(n: int, start: int, seed: int) -> None:
+    """Distinct whole numbers filling their range are a count of rows (a form's number)."""
+    values = [str(v) for v in random.Random(seed).sample(range(start, start + n), n)]
+    recs = _with_column("form_number", values)
+    assert [f.name for f in infer_config(recs, id_field="id").fields] == ["name"]
+
+
+@pytest.mark.parametrize(
+    "header, values",
+    [
+        # an identifier of people: distinct, spread out (nine digits)
+        ("ssn", [str(100_000_000 + 7_919 * i % 899_999_999) for i in range(300)]),
+        # a running count an entity's records share: repeats
+        ("customer_no", [str(i // 3) for i in range(300)]),
+        # an index header over repeated or lettered values
+        ("index", [str(i % 100) for i in range(300)]),
+        ("Unnamed: 1", [f"A{i}" for i in range(300)]),
+        # too few values to tell
+        ("Unnamed: 0", [str(i) for i in range(ROW_NUMBERS_MIN - 1)]),
+    ],
+)
+def test_what_is_not_a_row_number_is_compared(header: str, values: list[str]) -> None:
+    recs = _with_column(header, values)
+    cfg = infer_config(recs, id_field="id")
+    assert header in [f.name for f in cfg.fields]
+    assert left_out_fields(recs, cfg, id_field="id", gold_field=None) == []
+
+
+def test_a_field_without_a_name_is_left_out_and_reported() -> None:
+    """A CSV's blank header (a data frame's index) cannot be named in a config."""
+    recs = _with_column("", [f"A{i % 3}" for i in range(10)])
+    cfg = infer_config(recs, id_field="id")
+    assert [f.name for f in cfg.fields] == ["name"]
+    assert left_out_fields(recs, cfg, id_field="id", gold_field=None) == [""]

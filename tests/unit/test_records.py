@@ -1,0 +1,77 @@
+"""Reading record files: CSV as spreadsheets write it, against the records written."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from er.exceptions import ERError
+from er.records import DELIMITERS, read_chunks
+
+HEADER = st.lists(
+    st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8),
+    min_size=2,
+    max_size=6,
+    unique=True,
+)
+# cells as users have them: separators, quotes, accents, inner spaces; no outer space
+# (a cell is read stripped) and no line breaks
+CELL = st.text(st.sampled_from(list("abc xyz,;|\t\"'éß0129-./")), max_size=12).map(str.strip)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    names=HEADER,
+    rows=st.lists(st.lists(CELL, min_size=6, max_size=6), min_size=1, max_size=30),
+    delimiter=st.sampled_from(DELIMITERS),
+    bom=st.booleans(),
+    newline=st.sampled_from(["\n", "\r\n"]),
+    batch=st.integers(1, 7),
+)
+def test_a_csv_reads_back_as_written(
+    tmp_path: Path,
+    names: list[str],
+    rows: list[list[str]],
+    delimiter: str,
+    bom: bool,
+    newline: str,
+    batch: int,
+) -> None:
+    """Whatever the separator, a byte-order mark or the line ends, every record comes
+    back with the cells the writer was given (Python's csv module is the oracle)."""
+    records = [{"id": f"r{i}", **dict(zip(names, row, strict=False))} for i, row in enumerate(rows)]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, ["id", *names], delimiter=delimiter, lineterminator=newline)
+    writer.writeheader()
+    writer.writerows(records)
+    path = tmp_path / "records.csv"
+    path.write_text(("\ufeff" if bom else "") + out.getvalue(), encoding="utf-8", newline="")
+    chunks = list(read_chunks(path, batch, id_field="id"))
+    assert [r for c in chunks for r in c.records] == records
+    assert all(not c.rejects for c in chunks)
+    assert all(len(c) <= batch for c in chunks)
+
+
+def test_a_header_without_the_id_column_is_one_error_before_any_record(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text("record_id;name\nr1;ann\n", encoding="utf-8")
+    with pytest.raises(
+        ERError, match=r"people.csv: no column 'id' in the header \('record_id', 'name'\)"
+    ):
+        next(read_chunks(path, 10, id_field="id"))
+    assert next(read_chunks(path, 10, id_field="record_id")).records == [
+        {"record_id": "r1", "name": "ann"}
+    ]
+
+
+def test_a_tsv_file_is_read_as_tab_separated(tmp_path: Path) -> None:
+    path = tmp_path / "people.tsv"
+    path.write_text("id\tname, full\nr1\tlee, ann\n", encoding="utf-8")
+    assert next(read_chunks(path, 10)).records == [{"id": "r1", "name, full": "lee, ann"}]
