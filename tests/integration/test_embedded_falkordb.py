@@ -187,6 +187,29 @@ def test_only_our_own_child_is_accepted(tmp_path: Path, monkeypatch: pytest.Monk
             assert info["process_id"] == mine.pid
 
 
+def test_a_server_that_does_not_answer_a_graph_query_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FalkorDB once took a fresh server's first graph query and never answered (a lock
+    no thread held). A deadlock cannot be made on demand, so the first probe reports
+    one; that server is killed and a second one, probed for real, takes its place."""
+    from er.stores.graph import _embedded
+
+    real, probed = _embedded._graph_answers, []
+
+    def first_hangs(client: Any, pid: int) -> bool:
+        probed.append(pid)
+        return len(probed) > 1 and real(client, pid)
+
+    monkeypatch.setattr(_embedded, "_graph_answers", first_hangs)
+    with EmbeddedFalkorDB(tmp_path) as server:
+        assert len(probed) == 2 and server.pid == probed[1] != probed[0]
+        assert _gone(probed[0])
+        graph = server.client().select_graph("g")
+        assert graph.query("RETURN 1").result_set == [[1]]
+        assert server.client().list_graphs() == ["g"]  # the probe's graph is gone
+
+
 def test_a_new_owner_waits_for_the_old_server_to_be_gone(tmp_path: Path) -> None:
     proc, server_pid, _ = _spawn_owner(tmp_path, "wait")
     os.kill(server_pid, signal.SIGSTOP)  # the old server cannot finish shutting down yet

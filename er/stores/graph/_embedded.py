@@ -457,7 +457,9 @@ class EmbeddedFalkorDB:
                     ours = client.info("server").get("process_id") == proc.pid
                     # INFO answers while loading; PING raises BusyLoadingError until done
                     if ours and client.ping() and self._bolt_ready():
-                        return True
+                        if _graph_answers(client, proc.pid):
+                            return True
+                        break  # hung: another server takes its place
                 time.sleep(0.05)
         finally:
             client.close()
@@ -471,6 +473,24 @@ class EmbeddedFalkorDB:
             return True
         with socket.socket() as sock:
             return sock.connect_ex(("127.0.0.1", self.bolt_port or 0)) == 0
+
+
+# A graph query the server must answer before it counts as started: FalkorDB 4.16 once
+# took a fresh server's first graph query and never answered it (its main thread waiting
+# for a lock on the graphs that no thread held), and the worker waited on it for ever.
+_PROBE_GRAPH = "er:ready-probe"
+
+
+def _graph_answers(client: Any, pid: int) -> bool:
+    """Whether the server answers a graph query within the client's socket timeout
+    (the probe graph it makes is deleted); False, logged, if it does not."""
+    try:
+        client.execute_command("GRAPH.QUERY", _PROBE_GRAPH, "RETURN 1")
+    except redis.exceptions.TimeoutError:
+        logger.warning("embedded FalkorDB (pid %d) did not answer a graph query; replaced", pid)
+        return False
+    client.delete(_PROBE_GRAPH)
+    return True
 
 
 def _rewriting(info: dict[str, Any]) -> bool:
