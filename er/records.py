@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,8 @@ from typing import Any
 from er.exceptions import ERError
 
 __all__ = ["Chunk", "read_chunks"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -64,6 +68,39 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
 DELIMITERS = (",", ";", "\t", "|")
 
 
+# UTF-8's sequences of two to four bytes: a file that holds them is UTF-8 whatever else
+# it holds (a bad byte then rejects its record); one that holds bytes above 127 and
+# none of these was written in a one-byte code page, Windows' Western one by default.
+_UTF8_SEQUENCE = re.compile(
+    rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}"
+)
+LEGACY_ENCODING = "cp1252"
+
+
+def _decoded(path: Path, data: bytes, encoding: str | None) -> str:
+    """A CSV file's text: in ``encoding`` if given, else UTF-8, else (bytes above 127
+    and no UTF-8 sequence among them) :data:`LEGACY_ENCODING`, said once in the log.
+    Bytes that do not decode reach the validator, which rejects their records."""
+    if encoding is not None:
+        try:
+            return data.decode(encoding, errors="surrogateescape")
+        except LookupError:
+            raise ERError(f"--encoding {encoding!r}: no such encoding.") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    if _UTF8_SEQUENCE.search(data):
+        return data.decode("utf-8", errors="surrogateescape")
+    logger.warning(
+        "%s: not UTF-8; read as %s (Windows' Western code page); pass --encoding to "
+        "choose another.",
+        path.name,
+        LEGACY_ENCODING,
+    )
+    return data.decode(LEGACY_ENCODING, errors="surrogateescape")
+
+
 def _delimiter(first_line: str) -> str:
     """The separator that splits the header into the most cells (a comma on a tie)."""
     counts = {d: len(next(csv.reader([first_line], delimiter=d), [])) for d in DELIMITERS}
@@ -71,12 +108,12 @@ def _delimiter(first_line: str) -> str:
 
 
 def _csv_lines(
-    path: Path, id_field: str | None, delimiter: str | None = None
+    path: Path, id_field: str | None, delimiter: str | None = None, encoding: str | None = None
 ) -> Iterator[tuple[int, Any, str | None]]:
     with path.open("rb") as f:
         data = f.read()
     # a spreadsheet's "CSV UTF-8" starts with a byte-order mark, not part of the header
-    text = data.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+    text = _decoded(path, data, encoding).removeprefix("\ufeff")
     delimiter = delimiter or _delimiter(text.split("\n", 1)[0])
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, skipinitialspace=True)
     header = next(reader, None)
@@ -99,10 +136,15 @@ def _csv_lines(
 
 
 def read_chunks(
-    path: Path, batch_size: int, fmt: str | None = None, id_field: str | None = None
+    path: Path,
+    batch_size: int,
+    fmt: str | None = None,
+    id_field: str | None = None,
+    encoding: str | None = None,
 ) -> Iterator[Chunk]:
     """Batches of records from a ``.jsonl``/``.ndjson``, ``.csv`` or ``.tsv`` file (a CSV
-    file's separator is read from its header: :data:`DELIMITERS`; a TSV's is a tab).
+    file's separator is read from its header: :data:`DELIMITERS`; a TSV's is a tab; its
+    encoding is UTF-8 unless given or plainly a one-byte code page: :func:`_decoded`).
 
     Raises
     ------
@@ -121,7 +163,7 @@ def read_chunks(
     if fmt == "jsonl":
         lines = _jsonl_lines(path)
     else:
-        lines = _csv_lines(path, id_field, "\t" if fmt == "tsv" else None)
+        lines = _csv_lines(path, id_field, "\t" if fmt == "tsv" else None, encoding)
     chunk = Chunk()
     for number, record, reason in lines:
         if reason is not None:

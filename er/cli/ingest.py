@@ -24,7 +24,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         "gold_field": args.gold_field,
         "config": _json_arg(args.config, "--config"),
     }
-    chunks = read_chunks(args.file, args.batch_size, args.format, common["id_field"])
+    chunks = read_chunks(args.file, args.batch_size, args.format, common["id_field"], args.encoding)
     if settings.broker_url:
         summary = _ingest_queued(settings, args, common, chunks)
     else:

@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=1000, help="records per batch (1000)")
     p.add_argument("--format", choices=("jsonl", "csv", "tsv"), default=None)
     p.add_argument(
+        "--encoding",
+        default=None,
+        help="a CSV file's encoding (UTF-8, else Windows-1252 when it holds no UTF-8)",
+    )
+    p.add_argument(
         "--config",
         default=None,
         help="collection config as JSON or @file (first ingest only); e.g. "

@@ -31,7 +31,7 @@ CELL = st.text(st.sampled_from(list("abc xyz,;|\t\"'éß0129-./")), max_size=12)
     names=HEADER,
     rows=st.lists(st.lists(CELL, min_size=6, max_size=6), min_size=1, max_size=30),
     delimiter=st.sampled_from(DELIMITERS),
-    bom=st.booleans(),
+    encoding=st.sampled_from(["utf-8", "utf-8-sig", "cp1252"]),
     newline=st.sampled_from(["\n", "\r\n"]),
     batch=st.integers(1, 7),
 )
@@ -40,19 +40,21 @@ def test_a_csv_reads_back_as_written(
     names: list[str],
     rows: list[list[str]],
     delimiter: str,
-    bom: bool,
+    encoding: str,
     newline: str,
     batch: int,
 ) -> None:
-    """Whatever the separator, a byte-order mark or the line ends, every record comes
-    back with the cells the writer was given (Python's csv module is the oracle)."""
+    """Whatever the separator, the encoding (UTF-8 with or without a byte-order mark, or
+    Windows' Western code page, told apart unasked) or the line ends, every record
+    comes back with the cells the writer was given (Python's csv module and codecs are
+    the oracle)."""
     records = [{"id": f"r{i}", **dict(zip(names, row, strict=False))} for i, row in enumerate(rows)]
     out = io.StringIO()
     writer = csv.DictWriter(out, ["id", *names], delimiter=delimiter, lineterminator=newline)
     writer.writeheader()
     writer.writerows(records)
     path = tmp_path / "records.csv"
-    path.write_text(("\ufeff" if bom else "") + out.getvalue(), encoding="utf-8", newline="")
+    path.write_text(out.getvalue(), encoding=encoding, newline="")
     chunks = list(read_chunks(path, batch, id_field="id"))
     assert [r for c in chunks for r in c.records] == records
     assert all(not c.rejects for c in chunks)
@@ -75,3 +77,21 @@ def test_a_tsv_file_is_read_as_tab_separated(tmp_path: Path) -> None:
     path = tmp_path / "people.tsv"
     path.write_text("id\tname, full\nr1\tlee, ann\n", encoding="utf-8")
     assert next(read_chunks(path, 10)).records == [{"id": "r1", "name, full": "lee, ann"}]
+
+
+def test_a_bad_byte_in_a_utf8_file_rejects_its_record_alone(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_bytes(b"id,name\nr1,zo\xc3\xab\nr2,ren\xe9\nr3,m\xc3\xbcller\n")
+    chunk = next(read_chunks(path, 10))
+    assert chunk.records[0] == {"id": "r1", "name": "zoë"}
+    assert chunk.records[2] == {"id": "r3", "name": "müller"}
+    assert "\udce9" in chunk.records[1]["name"]  # the validator rejects it, naming the field
+
+
+def test_an_encoding_given_is_used_and_an_unknown_one_is_one_error(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text("id,name\nr1,łódź\n", encoding="iso-8859-2")
+    chunk = next(read_chunks(path, 10, encoding="iso-8859-2"))
+    assert chunk.records == [{"id": "r1", "name": "łódź"}]
+    with pytest.raises(ERError, match="--encoding 'klingon': no such encoding"):
+        next(read_chunks(path, 10, encoding="klingon"))
