@@ -52,9 +52,17 @@ MAX_FAR_M = 0.1
 # agreeing on every other personal field, at least MIN_RECORD_ID_ANCHORS of them with
 # it present) names each record, not its entity: a row number, a form's or a patent's
 # id. Weighed as an entity's id, every match would differ on it; a real id (an SSN)
-# agrees on most such anchors, namesakes among them or not.
+# agrees on most such anchors, namesakes among them or not (one that agreed on half
+# would miss all of ten with odds of 1 in 1,024). Found, it is no personal field for
+# the others' anchors either: no match agrees on it, so none would anchor them (a
+# first batch of hard people with a form's number: 13 anchors for it, none agreeing,
+# and none left for the national id; bench/HISTORY.md, 2026-12-04).
 RECORD_ID_AGREEMENT = 0.05
-MIN_RECORD_ID_ANCHORS = 20
+MIN_RECORD_ID_ANCHORS = 10
+# The kinds an identifier takes in the anchors' eyes: a record's own (no personal field,
+# unbounded: it names no one) and one that agrees on no candidate (no personal field,
+# still bounded: a file without duplicates has an SSN that never agrees).
+RECORD_ID, SILENT_ID = "record_id", "silent_identifier"
 
 
 def anchor_pairs(
@@ -88,26 +96,42 @@ def anchor_pairs(
 
 def record_ids(
     levels: NDArray[np.int8], kinds: Sequence[str], n_levels: Sequence[int]
-) -> list[int]:
+) -> tuple[list[int], list[str]]:
     """The identifier fields that name each record rather than its entity
-    (RECORD_ID_AGREEMENT), to be weighed one-sided, as context.
+    (RECORD_ID_AGREEMENT), to be weighed one-sided, as context; and the kinds the
+    anchors are found with (:func:`anchors_of`), where neither those (RECORD_ID) nor an
+    identifier that agrees on no candidate (SILENT_ID) is a personal field: none
+    anchors anything.
 
     Parameters
     ----------
     levels : ndarray of int8, shape (p, n_fields)
         The candidates' levels (0 missing, the last of each ladder exact agreement).
     kinds, n_levels : sequence, length n_fields
+
+    Returns
+    -------
+    ids : list of int
+    anchor_kinds : list of str, length n_fields
     """
-    out = []
-    for f, anchors in enumerate(anchor_pairs(levels, kinds, n_levels)):
-        if kinds[f] != "identifier" or anchors is None:
-            continue
-        present = anchors & (levels[:, f] != 0)
-        if present.sum() < MIN_RECORD_ID_ANCHORS:
-            continue
-        if np.mean(levels[present, f] == n_levels[f] - 1) < RECORD_ID_AGREEMENT:
-            out.append(f)
-    return out
+    exact = levels == np.asarray(n_levels, np.int8)[None, :] - 1
+    silent = {f for f, k in enumerate(kinds) if k == "identifier" and not exact[:, f].any()}
+    out: list[int] = []
+    while True:  # one found may free the anchors of another
+        found = []
+        seen = [
+            RECORD_ID if f in out else SILENT_ID if f in silent else k for f, k in enumerate(kinds)
+        ]
+        for f, anchors in enumerate(anchor_pairs(levels, seen, n_levels)):
+            if kinds[f] != "identifier" or anchors is None or f in out:
+                continue
+            present = anchors & (levels[:, f] != 0)
+            enough = present.sum() >= MIN_RECORD_ID_ANCHORS
+            if enough and np.mean(exact[present, f]) < RECORD_ID_AGREEMENT:
+                found.append(f)
+        if not found:
+            return out, seen
+        out = sorted(out + found)
 
 
 def personal_agreement(
@@ -135,11 +159,12 @@ class Anchors:
 
 
 def anchors_of(levels: NDArray[np.int8], kinds: Sequence[str], n_levels: Sequence[int]) -> Anchors:
-    """:class:`Anchors` of candidates with ``levels`` (p, n_fields)."""
+    """:class:`Anchors` of candidates with ``levels`` (p, n_fields); ``kinds`` as
+    :func:`record_ids` gives them."""
     return Anchors(
         anchor_pairs(levels, kinds, n_levels),
         personal_agreement(levels, kinds, n_levels),
-        tuple(f for f, k in enumerate(kinds) if k in STRICT_KINDS),
+        tuple(f for f, k in enumerate(kinds) if k in STRICT_KINDS or k == SILENT_ID),
     )
 
 

@@ -163,7 +163,8 @@ def train_pair_model(
     total = max(n * (n - 1) // 2, 1)
     blocks = field_blocks(kinds)
     sides = one_sided_fields(kinds)
-    for f in record_ids(cand_levels, kinds, [len(p.m) for p in protos]):
+    ids, anchor_kinds = record_ids(cand_levels, kinds, [len(p.m) for p in protos])
+    for f in ids:
         sides[f] = True  # a row's or a form's id: context, not who the record is
     if gold is not None:
         u = [_frequencies(rand_levels[:, f], len(p.m)) for f, p in enumerate(protos)]
@@ -188,7 +189,7 @@ def train_pair_model(
             n,
             sides,
             blocks,
-            anchors_of(cand_levels, kinds, [len(p.m) for p in protos]),
+            anchors_of(cand_levels, anchor_kinds, [len(p.m) for p in protos]),
             kinds,
         )
         m, u, prior, dependence = fit.m, fit.u, fit.prior, fit.dependence

@@ -167,9 +167,10 @@ def test_households_alone_do_not_teach_that_an_id_or_a_date_differs() -> None:
     assert fitted[given][1] == pytest.approx(plain[given][1])  # names are not bounded
 
 
-def _forms(seed: int) -> tuple[FieldTable, tuple[np.ndarray, np.ndarray]]:
-    """300 people, three forms each: names, birth date and SSN the person's, the form's
-    number its own; candidates: each person's pairs and each form's next neighbour."""
+def _forms(seed: int, own: int = 1) -> tuple[FieldTable, tuple[np.ndarray, np.ndarray]]:
+    """300 people, three forms each: names, birth date and SSN the person's, ``own``
+    numbers of the form's own; candidates: each person's pairs and each form's next
+    neighbour."""
     rng = np.random.default_rng(seed)
     letters = np.array(list("abcdefghijklmnoprstuvwyz"))
     rows, who = [], []
@@ -178,9 +179,11 @@ def _forms(seed: int) -> tuple[FieldTable, tuple[np.ndarray, np.ndarray]]:
         dob = f"19{rng.integers(40, 99)}{rng.integers(1, 13):02d}{rng.integers(1, 29):02d}"
         ssn = f"{rng.integers(10**8, 10**9)}"
         for _ in range(3):
-            rows.append([given_, surname, dob, ssn, f"F{rng.integers(10**9)}"])
+            rows.append(
+                [given_, surname, dob, ssn, *(f"F{rng.integers(10**9)}" for _ in range(own))]
+            )
             who.append(p)
-    table = FieldTable(["given", "surname", "dob", "ssn", "form_id"])
+    table = FieldTable(["given", "surname", "dob", "ssn", *(f"form_{k}" for k in range(own))])
     table.add(rows)
     n = len(rows)
     pairs = {(i, j) for i in range(n) for j in range(i + 1, min(i + 3, n)) if who[i] == who[j]}
@@ -202,11 +205,48 @@ def test_an_id_each_record_has_its_own_is_context_not_the_entity_s(monkeypatch) 
     kinds = ["person_name", "person_name", "date", "identifier", "identifier"]
     model = train_pair_model(table, kinds, cand)
     levels = model.levels(table, *cand)
-    assert record_ids(levels, kinds, [len(f.m) for f in model.fields]) == [4]
+    assert record_ids(levels, kinds, [len(f.m) for f in model.fields])[0] == [4]
     assert [f.one_sided for f in model.fields] == [False, False, False, False, True]
     pair = (np.array([0]), np.array([1]))  # one person's two forms
     w, _ = model.weights(table, *pair)
     assert w[0, 4] == 0.0 and w[0, 3] > 0.0
-    monkeypatch.setattr("er.match._train.record_ids", lambda *a: [])
+    monkeypatch.setattr("er.match._train.record_ids", lambda _, kinds, __: ([], kinds))
     as_id = train_pair_model(table, kinds, cand)
     assert as_id.weights(table, *pair)[0][0, 4] < np.log2(0.1) + 1e-3
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_numbers_of_the_record_s_own_free_the_anchors_of_the_real_id(seed: int) -> None:
+    """Two numbers of each form's own: each blocks the other's anchors and the SSN's
+    (no match agrees on it), yet both are found, and every field's anchors are the
+    ones the table without them gives (the oracle: the columns dropped)."""
+    from er.match import train_pair_model
+    from er.match._anchors import record_ids
+
+    table, cand = _forms(seed, own=2)
+    kinds = ["person_name", "person_name", "date", "identifier", "identifier", "identifier"]
+    model = train_pair_model(table, kinds, cand)
+    n_levels = [len(f.m) for f in model.fields]
+    levels = model.levels(table, *cand)
+    ids, anchor_kinds = record_ids(levels, kinds, n_levels)
+    assert ids == [4, 5]
+    assert [f.one_sided for f in model.fields] == [False] * 4 + [True] * 2
+    with_ids = anchors_of(levels, anchor_kinds, n_levels)
+    without = anchors_of(levels[:, :4], kinds[:4], n_levels[:4])
+    for f in range(4):
+        assert np.array_equal(with_ids.fields[f], without.fields[f])
+    assert with_ids.fields[3].sum() > 0  # the SSN's anchors: none while the forms blocked
+    assert anchors_of(levels, kinds, n_levels).fields[3].sum() == 0
+    assert with_ids.strict == (2, 3)  # the date's and the SSN's far level bounded, not theirs
+
+
+def test_an_id_no_candidate_agrees_on_still_weighs_against_a_match() -> None:
+    """A file without duplicates: the SSN agrees on no candidate. It anchors nothing,
+    has too few anchors to be called a record's own, and stays bounded (2026-12-03)."""
+    from er.match._anchors import SILENT_ID, record_ids
+
+    homes = np.tile(np.array([1, 2, 1, 1, 2, 2, 2]), (3_000, 1)).astype(np.int8)
+    ids, anchor_kinds = record_ids(homes, KINDS, [3] * 7)
+    f = KINDS.index("identifier")
+    assert ids == [] and anchor_kinds[f] == SILENT_ID
+    assert f in anchors_of(homes, anchor_kinds, [3] * 7).strict
