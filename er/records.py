@@ -101,6 +101,19 @@ def _decoded(path: Path, data: bytes, encoding: str | None) -> str:
     return data.decode(LEGACY_ENCODING, errors="surrogateescape")
 
 
+def _distinct_names(names: list[str]) -> list[str]:
+    """A header's names, a repeated one numbered from its second time (``name``,
+    ``name.1``, as a data frame reads it), so that no column overwrites another."""
+    out: list[str] = []
+    for name in names:
+        unique, count = name, 0
+        while unique in out:
+            count += 1
+            unique = f"{name}.{count}"
+        out.append(unique)
+    return out
+
+
 def _delimiter(first_line: str) -> str:
     """The separator that splits the header into the most cells (a comma on a tie)."""
     counts = {d: len(next(csv.reader([first_line], delimiter=d), [])) for d in DELIMITERS}
@@ -119,7 +132,7 @@ def _csv_lines(
     header = next(reader, None)
     if not header:
         raise ERError(f"{path}: empty CSV file (no header line).")
-    names = [h.strip() for h in header]
+    names = _distinct_names([h.strip() for h in header])
     if id_field is not None and id_field not in names:
         raise ERError(
             f"{path}: no column {id_field!r} in the header ({', '.join(map(repr, names))}); "

@@ -95,3 +95,11 @@ def test_an_encoding_given_is_used_and_an_unknown_one_is_one_error(tmp_path: Pat
     assert chunk.records == [{"id": "r1", "name": "łódź"}]
     with pytest.raises(ERError, match="--encoding 'klingon': no such encoding"):
         next(read_chunks(path, 10, encoding="klingon"))
+
+
+def test_a_repeated_header_keeps_every_column(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text("id,name,name,name.1,name\nr1,ann,lee,york,x\n", encoding="utf-8")
+    assert next(read_chunks(path, 10)).records == [
+        {"id": "r1", "name": "ann", "name.1": "lee", "name.1.1": "york", "name.2": "x"}
+    ]
