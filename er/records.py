@@ -51,7 +51,7 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
             if not raw.strip():
                 continue
             try:
-                text = raw.decode("utf-8")
+                text = raw.decode("utf-8").removeprefix("\ufeff")  # a byte-order mark
             except UnicodeDecodeError as exc:
                 yield number, None, f"not valid UTF-8 at byte {exc.start}"
                 continue
@@ -120,6 +120,27 @@ def _delimiter(first_line: str) -> str:
     return max(DELIMITERS, key=lambda d: (counts[d], d == ","))
 
 
+def _starts_an_array(path: Path) -> bool:
+    """Whether a JSON file holds one array (``df.to_json(orient="records")``), not one
+    object per line: its first character that is not white space is ``[``."""
+    with path.open("rb") as f:
+        head = f.read(4096).lstrip(b" \t\r\n\xef\xbb\xbf")
+    return head.startswith(b"[")
+
+
+def _json_array_items(path: Path) -> Iterator[tuple[int, Any, str | None]]:
+    """(position from 1, record, None) of each element of a file holding one JSON array;
+    an array that does not parse is one error (no element can be told from another)."""
+    try:
+        items = json.loads(path.read_bytes().decode("utf-8-sig"), parse_constant=_no_constants)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise ERError(
+            f"{path}: not a JSON array of records ({str(exc).splitlines()[0]})."
+        ) from None
+    for number, item in enumerate(items, start=1):
+        yield number, item, None
+
+
 def _csv_lines(
     path: Path, id_field: str | None, delimiter: str | None = None, encoding: str | None = None
 ) -> Iterator[tuple[int, Any, str | None]]:
@@ -155,7 +176,8 @@ def read_chunks(
     id_field: str | None = None,
     encoding: str | None = None,
 ) -> Iterator[Chunk]:
-    """Batches of records from a ``.jsonl``/``.ndjson``, ``.csv`` or ``.tsv`` file (a CSV
+    """Batches of records from a ``.jsonl``/``.ndjson``/``.json`` file (one object per line,
+    or one array of them), a ``.csv`` or a ``.tsv`` file (a CSV
     file's separator is read from its header: :data:`DELIMITERS`; a TSV's is a tab; its
     encoding is UTF-8 unless given or plainly a one-byte code page: :func:`_decoded`).
 
@@ -173,7 +195,10 @@ def read_chunks(
     fmt = fmt or {**suffixes, ".tsv": "tsv"}.get(path.suffix.lower())
     if fmt not in ("jsonl", "csv", "tsv"):
         raise ERError(f"{path}: cannot tell the format; name it .jsonl or .csv, or pass --format.")
-    if fmt == "jsonl":
+    unit = "line"
+    if fmt == "jsonl" and _starts_an_array(path):
+        lines, unit = _json_array_items(path), "record"
+    elif fmt == "jsonl":
         lines = _jsonl_lines(path)
     else:
         lines = _csv_lines(path, id_field, "\t" if fmt == "tsv" else None, encoding)
@@ -184,12 +209,12 @@ def read_chunks(
                 {
                     "external_id": None,
                     "payload": None,
-                    "reason": f"{path.name} line {number}: {reason}",
+                    "reason": f"{path.name} {unit} {number}: {reason}",
                 }
             )
         else:
             chunk.records.append(record)
-            chunk.where.append(f"{path.name} line {number}")
+            chunk.where.append(f"{path.name} {unit} {number}")
         if len(chunk) >= batch_size:
             yield chunk
             chunk = Chunk()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,31 @@ def test_a_repeated_header_keeps_every_column(tmp_path: Path) -> None:
     assert next(read_chunks(path, 10)).records == [
         {"id": "r1", "name": "ann", "name.1": "lee", "name.1.1": "york", "name.2": "x"}
     ]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_json_array_reads_as_its_records(tmp_path: Path, indent: int | None) -> None:
+    """``df.to_json(orient="records")``: one array, on one line or many."""
+    records = [{"id": f"r{i}", "name": "zoë", "n": i} for i in range(7)]
+    path = tmp_path / "people.json"
+    path.write_text(json.dumps(records, indent=indent, ensure_ascii=False), encoding="utf-8")
+    chunks = list(read_chunks(path, 3))
+    assert [r for c in chunks for r in c.records] == records
+    assert chunks[1].where == [
+        "people.json record 4",
+        "people.json record 5",
+        "people.json record 6",
+    ]
+
+
+def test_a_broken_json_array_is_one_error(tmp_path: Path) -> None:
+    path = tmp_path / "people.json"
+    path.write_text('[{"id": "r1"}, {"id": ', encoding="utf-8")
+    with pytest.raises(ERError, match=r"people\.json: not a JSON array of records"):
+        next(read_chunks(path, 10))
+
+
+def test_json_lines_with_a_byte_order_mark(tmp_path: Path) -> None:
+    path = tmp_path / "people.jsonl"
+    path.write_text('{"id": "r1"}\n{"id": "r2"}\n', encoding="utf-8-sig")
+    assert next(read_chunks(path, 10)).records == [{"id": "r1"}, {"id": "r2"}]
