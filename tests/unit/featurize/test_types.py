@@ -335,3 +335,22 @@ def test_a_handful_of_short_values_is_a_category_whatever_they_look_like(
     rng = random.Random(seed)
     records = [{"language": rng.choice(codes)} for _ in range(300)]
     assert infer_field_types(records, ["language"]) == {"language": "category"}
+
+
+def test_a_name_with_model_numbers_is_a_product_s_not_a_person_s() -> None:
+    """A bare "name" over products ("sony bravia kdl-40v3000") would be compared as a
+    person's, where two sources' spellings of one product differ "outright" and
+    contradict; a person's name with the odd typed digit stays one."""
+    rng = random.Random(5)
+    products = [
+        f"{rng.choice(['Sony', 'Canon', 'Apple'])} {rng.choice(['Bravia', 'Powershot'])} "
+        f"{rng.choice(['KDL', 'SD', 'A'])}-{rng.randint(10, 9999)}"
+        for _ in range(300)
+    ]
+    people = [f"{rng.choice(GIVEN)} {rng.choice(SURNAMES)}" for _ in range(300)]
+    typed = [p if i % 20 else p.replace("a", "4", 1) for i, p in enumerate(people)]
+    recs = [{"name": a, "full_name": b} for a, b in zip(products, typed, strict=True)]
+    assert infer_field_types(recs, ["name", "full_name"]) == {
+        "name": "text",
+        "full_name": "person_name",
+    }
