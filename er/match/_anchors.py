@@ -70,7 +70,8 @@ def anchor_pairs(
 ) -> list[NDArray[np.bool_] | None]:
     """Per field, the candidates that agree exactly on ANCHOR_FIELDS personal fields
     other than it (PERSONAL_KINDS; as many as there are, when fewer; on all of them
-    for a field of STRICT_KINDS); None for a field with no other personal field.
+    for a field of STRICT_KINDS, or an identifier :func:`record_ids` relabels); None for
+    a field with no other personal field.
 
     Parameters
     ----------
@@ -89,7 +90,8 @@ def anchor_pairs(
             out.append(None)
             continue
         agree = exact[:, others].sum(axis=1)
-        need = len(others) if kinds[f] in STRICT_KINDS else min(ANCHOR_FIELDS, len(others))
+        strict = kinds[f] in STRICT_KINDS or kinds[f] in (RECORD_ID, SILENT_ID)
+        need = len(others) if strict else min(ANCHOR_FIELDS, len(others))
         out.append(agree >= need)
     return out
 
@@ -155,7 +157,7 @@ class Anchors:
 
     fields: list[NDArray[np.bool_] | None]
     shared: NDArray[np.bool_] | None
-    strict: tuple[int, ...] = ()  # fields of STRICT_KINDS: their far m is bounded
+    strict: tuple[int, ...] = ()  # fields whose far m is bounded (:func:`anchors_of`)
 
 
 def anchors_of(levels: NDArray[np.int8], kinds: Sequence[str], n_levels: Sequence[int]) -> Anchors:

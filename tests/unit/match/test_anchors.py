@@ -246,7 +246,11 @@ def test_an_id_no_candidate_agrees_on_still_weighs_against_a_match() -> None:
     from er.match._anchors import SILENT_ID, record_ids
 
     homes = np.tile(np.array([1, 2, 1, 1, 2, 2, 2]), (3_000, 1)).astype(np.int8)
-    ids, anchor_kinds = record_ids(homes, KINDS, [3] * 7)
+    # twins: both names and the rest agree, the birth date and the SSN do not; the
+    # SSN's anchors ask for every other personal field, the date among them: none
+    twins = np.tile(np.array([2, 2, 1, 1, 2, 2, 2]), (3_000, 1)).astype(np.int8)
     f = KINDS.index("identifier")
-    assert ids == [] and anchor_kinds[f] == SILENT_ID
-    assert f in anchors_of(homes, anchor_kinds, [3] * 7).strict
+    for pairs in (homes, twins):
+        ids, anchor_kinds = record_ids(pairs, KINDS, [3] * 7)
+        assert ids == [] and anchor_kinds[f] == SILENT_ID
+        assert f in anchors_of(pairs, anchor_kinds, [3] * 7).strict
