@@ -1,13 +1,18 @@
-"""Reading record files (JSON Lines or CSV) into batches, without losing a bad line.
+"""Reading record files (JSON Lines, a JSON array, CSV or TSV) into batches, without
+losing a bad line.
 
-A line that cannot be read (invalid UTF-8, malformed JSON, a non-finite number, a
-CSV row with too many cells) becomes a reject naming the file, the line and what is
-wrong; every other line is a record for the pipeline to validate.
+A CSV file is read as spreadsheets and data frames write it: its separator read from
+its first lines, a byte-order mark dropped, Windows' Western code page when it is not
+UTF-8, a blank header named ``Unnamed: N`` and a repeated one numbered. A line that
+cannot be read (invalid UTF-8, malformed JSON, a non-finite number, a CSV row with too
+many cells) becomes a reject naming the file, the line and what is wrong; every other
+line is a record for the pipeline to validate.
 """
 
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import json
 import logging
@@ -68,9 +73,10 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
 DELIMITERS = (",", ";", "\t", "|")
 
 
-# UTF-8's sequences of two to four bytes: a file that holds them is UTF-8 whatever else
-# it holds (a bad byte then rejects its record); one that holds bytes above 127 and
-# none of these was written in a one-byte code page, Windows' Western one by default.
+# UTF-8's sequences of two to four bytes: a file whose bytes above 127 are mostly in
+# them is UTF-8 (a bad byte then rejects its record); one whose are mostly not was
+# written in a one-byte code page, Windows' Western one by default (where a pair such
+# as "É®" reads as one UTF-8 sequence by chance).
 _UTF8_SEQUENCE = re.compile(
     rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}"
 )
@@ -78,8 +84,8 @@ LEGACY_ENCODING = "cp1252"
 
 
 def _decoded(path: Path, data: bytes, encoding: str | None) -> str:
-    """A CSV file's text: in ``encoding`` if given, else UTF-8, else (bytes above 127
-    and no UTF-8 sequence among them) :data:`LEGACY_ENCODING`, said once in the log.
+    """A CSV file's text: in ``encoding`` if given, else UTF-8, else (most bytes above
+    127 outside UTF-8 sequences) :data:`LEGACY_ENCODING`, said once in the log.
     Bytes that do not decode reach the validator, which rejects their records."""
     if encoding is not None:
         try:
@@ -90,7 +96,9 @@ def _decoded(path: Path, data: bytes, encoding: str | None) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         pass
-    if _UTF8_SEQUENCE.search(data):
+    high = sum(1 for b in data if b > 127)
+    in_sequences = sum(len(m) for m in _UTF8_SEQUENCE.findall(data))
+    if in_sequences > high / 2:  # mostly UTF-8: a stray byte rejects its record
         return data.decode("utf-8", errors="surrogateescape")
     logger.warning(
         "%s: not UTF-8; read as %s (Windows' Western code page); pass --encoding to "
@@ -114,10 +122,21 @@ def _distinct_names(names: list[str]) -> list[str]:
     return out
 
 
-def _delimiter(first_line: str) -> str:
-    """The separator that splits the header into the most cells (a comma on a tie)."""
-    counts = {d: len(next(csv.reader([first_line], delimiter=d), [])) for d in DELIMITERS}
-    return max(DELIMITERS, key=lambda d: (counts[d], d == ","))
+SNIFF_LINES = 20  # lines a CSV file's separator is read from
+
+
+def _delimiter(text: str) -> str:
+    """The separator that splits the first lines of ``text`` (any line ends) into one
+    number of cells, the most (a quoted ``"a,b"`` in a header of semicolons is one
+    cell); a comma when none splits them alike."""
+    lines = [line for line in re.split(r"\r\n|\r|\n", text, maxsplit=SNIFF_LINES) if line]
+    lines = lines[:SNIFF_LINES]
+
+    def fit(d: str) -> tuple[bool, int, bool]:
+        counts = {len(cells) for cells in csv.reader(lines, delimiter=d)}
+        return len(counts) == 1 and min(counts) > 1, max(counts, default=0), d == ","
+
+    return max(DELIMITERS, key=fit)
 
 
 def _starts_an_array(path: Path) -> bool:
@@ -148,16 +167,18 @@ def _csv_lines(
         data = f.read()
     # a spreadsheet's "CSV UTF-8" starts with a byte-order mark, not part of the header
     text = _decoded(path, data, encoding).removeprefix("\ufeff")
-    delimiter = delimiter or _delimiter(text.split("\n", 1)[0])
+    delimiter = delimiter or _delimiter(text)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, skipinitialspace=True)
     header = next(reader, None)
     if not header:
         raise ERError(f"{path}: empty CSV file (no header line).")
-    names = _distinct_names([h.strip() for h in header])
+    names = _distinct_names([h.strip() or f"Unnamed: {i}" for i, h in enumerate(header)])
     if id_field is not None and id_field not in names:
+        close = difflib.get_close_matches(id_field, names, n=1, cutoff=0.6)
+        hint = f" (did you mean --id-field {close[0]!r}?)" if close else ""
         raise ERError(
             f"{path}: no column {id_field!r} in the header ({', '.join(map(repr, names))}); "
-            "name the id column with --id-field."
+            f"name the id column with --id-field{hint}."
         )
     for row in reader:
         number = reader.line_num
@@ -194,9 +215,12 @@ def read_chunks(
     suffixes = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}
     fmt = fmt or {**suffixes, ".tsv": "tsv"}.get(path.suffix.lower())
     if fmt not in ("jsonl", "csv", "tsv"):
-        raise ERError(f"{path}: cannot tell the format; name it .jsonl or .csv, or pass --format.")
+        raise ERError(
+            f"{path}: cannot tell the format; name it .jsonl, .json, .csv or .tsv, or "
+            "pass --format."
+        )
     unit = "line"
-    if fmt == "jsonl" and _starts_an_array(path):
+    if fmt == "jsonl" and path.suffix.lower() == ".json" and _starts_an_array(path):
         lines, unit = _json_array_items(path), "record"
     elif fmt == "jsonl":
         lines = _jsonl_lines(path)

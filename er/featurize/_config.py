@@ -224,7 +224,7 @@ def row_numbers(name: str, values: list[str]) -> bool:
     if len(values) < ROW_NUMBERS_MIN:
         return False
     stripped = [v.strip() for v in values]
-    if not all(v.isdigit() and len(v) <= 12 for v in stripped):
+    if not all(v.isascii() and v.isdigit() and len(v) <= 12 for v in stripped):
         return False
     numbers = {int(v) for v in stripped}
     if len(numbers) < len(stripped):

@@ -210,6 +210,20 @@ def test_a_server_that_does_not_answer_a_graph_query_is_replaced(
         assert server.client().list_graphs() == ["g"]  # the probe's graph is gone
 
 
+def test_a_graph_query_that_times_out_is_no_answer(caplog: pytest.LogCaptureFixture) -> None:
+    """The probe's own branch: the socket timeout is the hang's only sign."""
+    import redis
+
+    from er.stores.graph._embedded import _graph_answers
+
+    class Hung:
+        def execute_command(self, *args: Any) -> Any:
+            raise redis.exceptions.TimeoutError("Timeout reading from socket")
+
+    assert _graph_answers(Hung(), 4242) is False
+    assert "pid 4242" in caplog.text and "did not answer a graph query" in caplog.text
+
+
 def test_a_new_owner_waits_for_the_old_server_to_be_gone(tmp_path: Path) -> None:
     proc, server_pid, _ = _spawn_owner(tmp_path, "wait")
     os.kill(server_pid, signal.SIGSTOP)  # the old server cannot finish shutting down yet

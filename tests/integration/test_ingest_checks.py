@@ -91,5 +91,5 @@ def test_a_data_frames_index_is_not_compared(tmp_path: Path) -> None:
         tmp_path / "data", "ingest", str(path), "--collection", "c", "--id-field", "record_id"
     )
     assert done.returncode == 0, done.stderr
-    assert "not compared: the unnamed column, 'form_number'" in done.stderr
+    assert "not compared: 'Unnamed: 0', 'form_number'" in done.stderr
     assert "field types inferred: name=person_name, city=place\n" in done.stderr

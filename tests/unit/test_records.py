@@ -15,7 +15,8 @@ from er.exceptions import ERError
 from er.records import DELIMITERS, read_chunks
 
 HEADER = st.lists(
-    st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8),
+    # a name may hold another separator or a space: "last, first", "a;b"
+    st.text("abcdefghijklmnopqrstuvwxyz_ ,;|", min_size=1, max_size=8).map(str.strip).filter(bool),
     min_size=2,
     max_size=6,
     unique=True,
@@ -30,7 +31,7 @@ CELL = st.text(st.sampled_from(list("abc xyz,;|\t\"'éß0129-./")), max_size=12)
 )
 @given(
     names=HEADER,
-    rows=st.lists(st.lists(CELL, min_size=6, max_size=6), min_size=1, max_size=30),
+    rows=st.lists(st.lists(CELL, min_size=6, max_size=6), min_size=2, max_size=30),
     delimiter=st.sampled_from(DELIMITERS),
     encoding=st.sampled_from(["utf-8", "utf-8-sig", "cp1252"]),
     newline=st.sampled_from(["\n", "\r\n"]),
@@ -132,3 +133,48 @@ def test_json_lines_with_a_byte_order_mark(tmp_path: Path) -> None:
     path = tmp_path / "people.jsonl"
     path.write_text('{"id": "r1"}\n{"id": "r2"}\n', encoding="utf-8-sig")
     assert next(read_chunks(path, 10)).records == [{"id": "r1"}, {"id": "r2"}]
+
+
+def test_a_missing_id_column_names_the_likeliest_one(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text("Record_ID,name\nr1,ann\n", encoding="utf-8")
+    with pytest.raises(ERError, match=r"did you mean --id-field 'Record_ID'\?"):
+        next(read_chunks(path, 10, id_field="record_id"))
+
+
+def test_line_ends_of_a_classic_mac_are_lines(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_bytes(b"id;name\rr1;ann\rr2;bob\r")
+    assert next(read_chunks(path, 10)).records == [
+        {"id": "r1", "name": "ann"},
+        {"id": "r2", "name": "bob"},
+    ]
+
+
+def test_a_quoted_separator_in_the_header_does_not_decide(tmp_path: Path) -> None:
+    """A header of semicolons with a quoted name holding commas: the separator is the
+    one that splits every first line alike."""
+    path = tmp_path / "people.csv"
+    path.write_text('id;"a,b,c,d";e\nr1;x;y\nr2;"p,q";z\n', encoding="utf-8")
+    assert next(read_chunks(path, 10)).records == [
+        {"id": "r1", "a,b,c,d": "x", "e": "y"},
+        {"id": "r2", "a,b,c,d": "p,q", "e": "z"},
+    ]
+
+
+def test_a_code_page_file_with_a_utf8_looking_pair_is_read_whole(tmp_path: Path) -> None:
+    """ "É®" in Windows-1252 is C9 AE, a valid UTF-8 pair: one such pair among the
+    accents does not make the file UTF-8."""
+    path = tmp_path / "people.csv"
+    text = "id,name\nr1,Renée\nr2,Zoë\nr3,CAFÉ\nr4,ÉTÉ®\n"
+    path.write_bytes(text.encode("cp1252"))
+    names = [r["name"] for r in next(read_chunks(path, 10)).records]
+    assert names == ["Renée", "Zoë", "CAFÉ", "ÉTÉ®"]
+
+
+def test_columns_without_a_header_are_named_as_a_data_frame_names_them(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text(",id,,name\n0,r1,a,ann\n", encoding="utf-8")
+    assert next(read_chunks(path, 10)).records == [
+        {"Unnamed: 0": "0", "id": "r1", "Unnamed: 2": "a", "name": "ann"}
+    ]
