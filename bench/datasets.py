@@ -89,7 +89,11 @@ NAMES = [
     "people-medium-10k+rownum",
     "people-hard-10k+formno",
     "people-medium-10k+formno",
+    # the same records with every missing value written "NULL", as a database exports it
+    "people-sparse-10k+null",
+    "people-medium-10k+null",
 ]
+NULLED = "+null"
 # suffix -> the column it adds and whether its numbers follow the records' order
 NUMBERED = {"+rownum": ("Unnamed: 0", True), "+formno": ("form_number", False)}
 # strings and cities of the larger organisation sets (12 cities per 1,000 strings)
@@ -105,6 +109,9 @@ SEEDED = ("people", "orgs")  # families with a tuning seed: thresholds are chose
 def load(name: str) -> Dataset:
     """The records, gold labels and meta (``id_field``, ``family``, ``tuning``) of a set."""
     base, at, tag = name.partition("@")
+    if base.endswith(NULLED):
+        records, gold, meta = load(base.removesuffix(NULLED) + at + tag)
+        return [{k: v or "NULL" for k, v in r.items()} for r in records], gold, meta
     for suffix, (column, ordered) in NUMBERED.items():
         if base.endswith(suffix):  # a number of each record's own, a column of its own
             records, gold, meta = load(base.removesuffix(suffix) + at + tag)

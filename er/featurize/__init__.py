@@ -10,7 +10,7 @@ from er.featurize._config import (
     left_out_fields,
 )
 from er.featurize._encode import Featurizer, featurize, normalize_text
-from er.featurize._normalize import NORMALISERS, normalise, read_date
+from er.featurize._normalize import NORMALISERS, missing, normalise, read_date
 from er.featurize._typed import FieldTypes, NormalisedBatch
 from er.featurize._types import FIELD_TYPES, infer_field_types
 from er.featurize._validate import RecordValidator, record_schema
@@ -30,6 +30,7 @@ __all__ = [
     "infer_config",
     "infer_field_types",
     "left_out_fields",
+    "missing",
     "normalise",
     "normalize_text",
     "read_date",

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from er.exceptions import ConfigError
+from er.featurize._normalize import missing
 from er.featurize._types import header_words
 
 __all__ = [
@@ -197,7 +198,7 @@ def infer_config(
 
 
 def _kind(value: Any) -> str:
-    if value is None or value == "":
+    if missing(value):
         return "empty"
     if isinstance(value, str | int | float) and not isinstance(value, bool):
         return "text"

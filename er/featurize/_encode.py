@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from scipy import sparse
 
 from er.featurize._config import FeaturizerConfig, FieldSpec
+from er.featurize._normalize import missing
 
 __all__ = ["featurize", "normalize_text"]
 
@@ -95,7 +96,7 @@ class Featurizer:
         rows, cols, signs = [], [], []
         for i, rec in enumerate(records):
             value = rec.get(spec.name)
-            if value is None or value == "":
+            if missing(value):
                 continue
             c, s = self._columns(k, spec, value)
             rows.append(i)

@@ -9,13 +9,14 @@ Each normaliser depends only on its input, so a replayed batch normalises alike.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["NORMALISERS", "normalise", "read_date"]
+__all__ = ["NORMALISERS", "missing", "normalise", "read_date"]
 
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
 _SPACES = re.compile(r"\s+")
@@ -297,8 +298,33 @@ NORMALISERS: dict[str, Callable[[Any], str | None]] = {
 }
 
 
+# What exports write for "no value": SQL's NULL, pandas' NaN ("nan" once a frame is
+# made text), R's NA, a spreadsheet's #N/A. As values, every two records holding one
+# would agree on it exactly. "NA" counts in capitals alone and "Nan" never (a surname
+# "Na", a given name "Nan"); "none" is a value (PATSTAT's co-authors write NONE for a
+# patent without any, which its firm's patents share; bench/RESULTS.md, "Entity
+# resolution quality on held-out sets (issue #53)").
+_MISSING = frozenset({"null", "nan", "n/a", "#n/a", "(null)", "<null>"})
+_MISSING_EXACT = frozenset({"NA"})
+
+
+def missing(value: Any) -> bool:
+    """Whether ``value`` holds no value: None, blank, or a marker of a missing one."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    if text in _MISSING_EXACT:
+        return True
+    return not text or (text.lower() in _MISSING and text != "Nan")
+
+
 def normalise(kind: str, value: Any) -> str | None:
-    """Normalise one value of a field of type ``kind`` (None for missing values)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
+    """Normalise one value of a field of type ``kind`` (None for missing values:
+    :func:`missing`)."""
+    if missing(value):
         return None
     return NORMALISERS[kind](value)

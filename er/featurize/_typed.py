@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from er.exceptions import ConfigError
-from er.featurize._normalize import normalise
+from er.featurize._normalize import missing, normalise
 from er.featurize._types import FIELD_TYPES, infer_field_types
 
 __all__ = ["FieldTypes", "NormalisedBatch"]
@@ -110,7 +110,7 @@ class FieldTypes:
                     value = value[: self.max_chars]
                     out.truncated[name] += 1
                 norm = normalise(kind, value)
-                if norm is None and value is not None and str(value).strip():
+                if norm is None and not missing(value):
                     out.unreadable[name] += 1
                 row.append(norm)
             out.rows.append(row)

@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from er.featurize._normalize import missing
+
 __all__ = ["FIELD_TYPES", "infer_field_types"]
 
 FIELD_TYPES = (
@@ -113,7 +115,7 @@ def infer_field_types(
     for rec in records:
         for n in names:
             v = rec.get(n)
-            if v is not None and str(v).strip():
+            if not missing(v):
                 values[n].append(str(v))
     return {n: _type_of(n, values[n]) for n in names}
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from er.featurize._normalize import normalise, read_date
+from er.featurize._normalize import NORMALISERS, normalise, read_date
 from er.featurize._types import infer_field_types
 
 LAYOUTS = (
@@ -135,3 +135,34 @@ def test_given_types_override_inferred_ones() -> None:
     assert types.to_json() == {"code": "postcode", "when": "date"}
     with pytest.raises(ConfigError, match="'nope' is not"):
         FieldTypes({"x": "nope"})
+
+
+MARKERS = ["NULL", "null", " NaN ", "nan", "N/A", "n/a", "#N/A", "(null)", "NA"]
+
+
+@pytest.mark.parametrize("kind", sorted(NORMALISERS))
+def test_a_marker_of_no_value_is_no_value(kind: str) -> None:
+    """Every two records holding "NULL" would otherwise agree on it exactly."""
+    assert [normalise(kind, m) for m in MARKERS] == [None] * len(MARKERS)
+    assert normalise(kind, float("nan")) is None
+
+
+def test_names_that_look_like_markers_stay_names() -> None:
+    assert [normalise("person_name", v) for v in ["Nan", "Na", "na", "NAN"]] == [
+        "nan",
+        "na",
+        "na",
+        None,  # capitals: pandas' NaN upper-cased, not a name to keep
+    ]
+    assert normalise("text", "NONE") == "none"  # a list with nothing in it is a value
+
+
+def test_markers_neither_type_a_field_nor_count_as_unreadable() -> None:
+    """A phone column half "N/A" is a phone (it was free text), and its markers are
+    missing values, not values the normaliser could not read."""
+    from er.featurize import FieldTypes, infer_field_types
+
+    recs = [{"phone": "N/A" if i % 2 else f"04{10_000_000 + 7_919 * i}"} for i in range(400)]
+    assert infer_field_types(recs, ["phone"]) == {"phone": "phone"}
+    out = FieldTypes({"phone": "phone"}).normalise(recs)
+    assert out.rows[1] == [None] and not out.unreadable
