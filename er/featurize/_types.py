@@ -185,15 +185,16 @@ def _checked(kind: str, values: list[str]) -> str:
         return "category"
     if _sentences(values):
         return "text"
-    if kind == "person_name" and _numbered(values):
-        # a "name" with a model number or a size ("sony bravia kdl-40v3000"): a
-        # product's, compared as text, never as who someone is
-        return "text"
     if kind == "person_name":
         sample = values[:2000]
-        orgs = sum(1 for v in sample if _ORG_WORDS.search(v))
+        orgs = sum(1 for v in sample if _org_words(v))
         words = sum(len(v.split()) for v in sample) / len(sample)
-        return "org_name" if orgs > 0.1 * len(sample) or words > 3.5 else kind
+        if orgs > 0.1 * len(sample) or words > 3.5:
+            return "org_name"
+        if _numbered(values):
+            # a "name" with a model number or a size ("sony bravia kdl-40v3000"): a
+            # product's, compared as text, never as who someone is
+            return "text"
     return kind
 
 
@@ -249,6 +250,12 @@ def _numbered(values: list[str]) -> bool:
     return sum(1 for v in sample if any(c.isdigit() for c in v)) >= NUMBERED_SHARE * len(sample)
 
 
+def _org_words(v: str) -> bool:
+    """Whether a value holds a legal form or an institution's word, dotted ones too
+    ("N.V.", "S.p.A.", "L.L.C.")."""
+    return bool(_ORG_WORDS.search(v) or _ORG_WORDS.search(v.replace(".", "")))
+
+
 def _lettered(values: list[str]) -> float:
     """The share of values (of the first 2,000) holding a letter."""
     sample = values[:2000]
@@ -297,7 +304,7 @@ def _look(v: str) -> str:
     words = v.split()
     if len(v) > 40 or len(words) > 4 or (digits and len(words) > 3):
         return "text"  # a firm with its address is text, whatever its legal form
-    if _ORG_WORDS.search(v):
+    if _org_words(v):
         return "org_name"
     if _CODE_LIKE.match(v) and digits:
         return "code"
