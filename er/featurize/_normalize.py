@@ -304,8 +304,8 @@ NORMALISERS: dict[str, Callable[[Any], str | None]] = {
 # "Na", a given name "Nan"); "none" is a value (PATSTAT's co-authors write NONE for a
 # patent without any, which its firm's patents share; bench/RESULTS.md, "Entity
 # resolution quality on held-out sets (issue #53)").
-_MISSING = frozenset({"null", "nan", "n/a", "#n/a", "(null)", "<null>"})
-_MISSING_EXACT = frozenset({"NA"})
+_MISSING = frozenset({"null", "n/a", "#n/a", "(null)", "<null>"})  # in any case
+_MISSING_EXACT = frozenset({"NA", "NaN", "nan", "NAN"})
 
 
 def missing(value: Any) -> bool:
@@ -317,9 +317,7 @@ def missing(value: Any) -> bool:
     if not isinstance(value, str):
         return False
     text = value.strip()
-    if text in _MISSING_EXACT:
-        return True
-    return not text or (text.lower() in _MISSING and text != "Nan")
+    return not text or text in _MISSING_EXACT or text.lower() in _MISSING
 
 
 def normalise(kind: str, value: Any) -> str | None:

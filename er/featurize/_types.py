@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from er.featurize._normalize import missing
@@ -246,8 +246,7 @@ NUMBERED_SHARE = 0.2
 
 def _numbered(values: list[str]) -> bool:
     """Whether NUMBERED_SHARE of the values (of the first 2,000) hold a digit."""
-    sample = values[:2000]
-    return sum(1 for v in sample if any(c.isdigit() for c in v)) >= NUMBERED_SHARE * len(sample)
+    return _share(values, str.isdigit) >= NUMBERED_SHARE
 
 
 def _org_words(v: str) -> bool:
@@ -258,8 +257,13 @@ def _org_words(v: str) -> bool:
 
 def _lettered(values: list[str]) -> float:
     """The share of values (of the first 2,000) holding a letter."""
+    return _share(values, str.isalpha)
+
+
+def _share(values: list[str], holds: Callable[[str], bool]) -> float:
+    """The share of values (of the first 2,000) with a character that ``holds``."""
     sample = values[:2000]
-    return sum(1 for v in sample if any(c.isalpha() for c in v)) / max(len(sample), 1)
+    return sum(1 for v in sample if any(holds(c) for c in v)) / max(len(sample), 1)
 
 
 def _integers(values: list[str]) -> bool:
