@@ -8,7 +8,7 @@ weights, the probability. Peer in the same run: the same levels computed pair by
 in a Python loop over rapidfuzz's single-pair calls (how a per-pair scorer would do it).
 
     python -m bench match --n 10000 --level hard
-    python -m bench match --set leipzig --k 100   # free text alone: its four views
+    python -m bench match --set leipzig --k 100   # free text alone: its views
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from er.featurize._config import (
     left_out_fields,
 )
 from er.featurize._encode import Featurizer, featurize, normalize_text
-from er.featurize._normalize import NORMALISERS, missing, normalise, read_date
+from er.featurize._normalize import MONTH_WORDS, NORMALISERS, missing, normalise, read_date
 from er.featurize._typed import FieldTypes, NormalisedBatch
 from er.featurize._types import FIELD_TYPES, infer_field_types
 from er.featurize._validate import RecordValidator, record_schema
@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_DIM",
     "ENCODERS",
     "FIELD_TYPES",
+    "MONTH_WORDS",
     "NORMALISERS",
     "Featurizer",
     "FeaturizerConfig",

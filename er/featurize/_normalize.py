@@ -107,6 +107,7 @@ _MONTHS = {
     )
     for m in names.split()
 }
+MONTH_WORDS = frozenset(_MONTHS)  # a month's names as dates write them, folded
 # Two-digit years read as the most recent past year with those digits, as of the
 # first version of this rule (2026): "68" is 1968, "05" is 2005. Fixed, not "today",
 # so that a replay next year reads the same value.

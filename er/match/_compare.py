@@ -28,6 +28,7 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import DamerauLevenshtein, JaroWinkler
 from rapidfuzz.process import cpdist
 
+from er.match._dates import date_edits
 from er.match._views import VIEW_KINDS, View, view_levels
 
 __all__ = ["LADDERS", "Ladder", "compare_field", "compare_views"]
@@ -114,6 +115,10 @@ LADDERS: dict[str, Ladder] = {
         (),
     ),
     "text_numbers": Ladder(("missing", "numbers differ", "a number shared"), ()),
+    "text_dates": Ladder(
+        ("missing", "far", "two digits off", "one digit off or day/month swapped", "a date shared"),
+        (),
+    ),
 }
 LADDERS["event_date"] = LADDERS["date"]  # an event's date compares as any date
 
@@ -218,7 +223,7 @@ def _edits(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
 
 def _date_edits(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
     """Fewest digit edits over every reading of each side; a day/month swap is one."""
-    return np.array([_date_distance(x, y) <= t for x, y in zip(left, right, strict=True)])
+    return np.asarray(date_edits(left, right) <= t)
 
 
 def _email(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
@@ -270,15 +275,3 @@ def _nicknamer():  # type: ignore[no-untyped-def]
     from nicknames import NickNamer
 
     return NickNamer()
-
-
-@lru_cache(maxsize=200_000)
-def _date_distance(x: str, y: str) -> int:
-    best = 9
-    for p in x.split("|"):
-        for q in y.split("|"):
-            d = int(DamerauLevenshtein.distance(p, q))
-            if p[:4] == q[:4] and p[4:6] == q[6:8] and p[6:8] == q[4:6]:
-                d = min(d, 1)  # day and month swapped
-            best = min(best, d)
-    return best

@@ -70,7 +70,7 @@ SHARED_KINDS = PLACE_KINDS | {"phone", "email"}
 DWELLING_KINDS = frozenset({"address", "phone", "email"})
 MAX_SHARED = 12  # fields of the shared block at most (4,096 joint patterns)
 # a pattern's key holds one bit per field in an int64: a model of more fields (a wide
-# export, or many free-text fields in four views each) gets no correction at all,
+# export, or many free-text fields in five views each) gets no correction at all,
 # rather than keys that wrap around and patterns that collide
 MAX_FIELDS = 62
 

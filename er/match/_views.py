@@ -1,4 +1,4 @@
-"""Free text that must tell entities apart alone, compared in four views.
+"""Free text that must tell entities apart alone, compared in views.
 
 A collection whose only fields are free text (Leipzig's affiliation strings: "Dept. of
 Computer Science, Univ. of Leipzig, Germany"), or free text beside places, numbers and
@@ -6,7 +6,7 @@ categories, has no name, date or id to identify an entity. One comparison of the
 string (token-set similarity, the ``text`` ladder) is then all EM has to weigh, and a
 single comparison cannot tell matches from non-matches: any prior fits it, EM found
 no plausible fit, and er resolved Leipzig to pairwise F1 0.000 (bench/RESULTS.md).
-Such a field is compared in four views instead, each one a field of the pair model
+Such a field is compared in five views instead, each one a field of the pair model
 with its own levels and its own trained weights:
 
 - ``text_grams``: cosine of the two strings' character 3-grams (within words, padded
@@ -20,13 +20,20 @@ with its own levels and its own trained weights:
   one, both); among words equally rare (each seen in one training record or none)
   the last in alphabetical order stands for the side;
 - ``text_numbers``: the numbers (digit words) of the two sides: none shared, one
-  shared; missing when a side has none.
+  shared; missing when a side has none;
+- ``text_dates``: the dates the two sides write, in any layout (er.match._dates),
+  compared as a date field is: far, two digits off, one digit off or day and month
+  swapped, a date shared; missing when a side has none. A person's record as one
+  string writes its birth date in layouts whose words two records rarely share, and a
+  household's members differ in little but the given name and this date.
 
 Document frequencies are counted on the training sample and frozen with the model
 (a word or gram seen in one training record or none gets the floor, one over the
-sample), so a replayed batch gets the same levels. The views and their thresholds
-were set in ``bench freetext``, a study on Leipzig (bench/RESULTS.md); the linkage's
-neighbours and cut on two other sets (:data:`er.pipeline.config.FREE_TEXT_K`).
+sample), so a replayed batch gets the same levels. The first four views and their
+thresholds were set in ``bench freetext``, a study on Leipzig (bench/RESULTS.md); the
+linkage's neighbours and cut on two other sets (:data:`er.pipeline.config.FREE_TEXT_K`);
+the dates' view on people as one string (bench/RESULTS.md, "Entity resolution quality
+on held-out sets (issue #53)").
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
+
+from er.match._dates import date_edits, dates_in
 
 __all__ = [
     "IDENTITY_KINDS",
@@ -54,7 +63,7 @@ __all__ = [
 # what names an entity on its own (er.match._model weighs context fields beside these
 # one-sided; without any, free text is compared in views)
 IDENTITY_KINDS = frozenset({"person_name", "org_name", "date", "identifier", "email", "phone"})
-VIEW_KINDS = ("text_grams", "text_share", "text_rarest", "text_numbers")
+VIEW_KINDS = ("text_grams", "text_share", "text_rarest", "text_numbers", "text_dates")
 GRAM_CUTS = (0.4, 0.6, 0.8)  # text_grams: far < 0.4 <= similar < 0.6 <= close < 0.8
 SHARE_CUTS = (0.3, 0.6, 0.9)  # text_share
 # A views model's match weight is divided by this before the logistic
@@ -87,15 +96,15 @@ def model_fields(
     -------
     list of (name, kind, source)
         One per compared field; in a :func:`free_text_only` collection each ``text``
-        field becomes its four views, named ``<field>``, ``<field>:share``,
-        ``<field>:rarest`` and ``<field>:numbers``, with ``source`` the field they
-        compare (None: the field itself).
+        field becomes its views, named ``<field>``, ``<field>:share``,
+        ``<field>:rarest``, ``<field>:numbers`` and ``<field>:dates``, with ``source``
+        the field they compare (None: the field itself).
     """
     views = free_text_only(kinds) if views is None else views
     out: list[tuple[str, str, str | None]] = []
     for name, kind in zip(names, kinds, strict=True):
         if views and kind == "text":
-            suffixes = ("", ":share", ":rarest", ":numbers")
+            suffixes = ("", ":share", ":rarest", ":numbers", ":dates")
             out += [(name + s, v, name) for s, v in zip(suffixes, VIEW_KINDS, strict=True)]
         else:
             out.append((name, kind, None))
@@ -105,14 +114,15 @@ def model_fields(
 def document_frequencies(kind: str, values: Sequence[str]) -> tuple[dict[str, float], float | None]:
     """Share of the training records whose value holds each gram (``text_grams``) or
     word (``text_share``, ``text_rarest``), for those held by two or more; and the
-    floor (one over the records) for any other. None for ``text_numbers``.
+    floor (one over the records) for any other. None for ``text_numbers`` and
+    ``text_dates``.
 
     Parameters
     ----------
     values : sequence of str
         The field's normalised value in each training record that has one.
     """
-    if kind == "text_numbers" or not values:
+    if kind in ("text_numbers", "text_dates") or not values:
         return {}, None
     split = _grams if kind == "text_grams" else _words
     counts = Counter(t for v in values for t in set(split(v)))  # records, not uses
@@ -137,7 +147,7 @@ def view_levels(views: Sequence[View], left: list[str], right: list[str]) -> NDA
     out = np.empty((len(left), len(views)), np.int8)
     words = None
     for j, (kind, df, floor) in enumerate(views):
-        if kind != "text_grams" and words is None:
+        if kind not in ("text_grams", "text_dates") and words is None:
             words = _WordMatrix(left, right)
         out[:, j] = _one_view(kind, left, right, words, _Idf(df, 1.0 if floor is None else floor))
     return out
@@ -148,6 +158,8 @@ def _one_view(
 ) -> NDArray[np.int8]:
     if kind == "text_grams":
         return np.asarray(1 + np.digitize(_gram_cosine(left, right, idf), GRAM_CUTS), np.int8)
+    if kind == "text_dates":
+        return _dates(left, right)
     assert words is not None  # view_levels gathers them for every word view
     if kind == "text_numbers":
         return _numbers(words)
@@ -280,6 +292,24 @@ def _numbers(words: _WordMatrix) -> NDArray[np.int8]:
     level = np.where(shared, 2, 1).astype(np.int8)
     level[~(has[words.a] & has[words.b])] = 0
     return level
+
+
+def _dates(left: list[str], right: list[str]) -> NDArray[np.int8]:
+    """(p,) 0 when a side writes no date; else 1 far, 2 two digits off, 3 one digit off
+    or day and month swapped, 4 a date shared (the ``date`` field's ladder)."""
+    out = np.zeros(len(left), np.int8)
+    both: list[int] = []
+    xs: list[str] = []
+    ys: list[str] = []
+    for i, (x, y) in enumerate(zip(left, right, strict=True)):
+        a, b = dates_in(x), dates_in(y)
+        if a is not None and b is not None:
+            both.append(i)
+            xs.append(a)
+            ys.append(b)
+    if both:
+        out[both] = 4 - np.minimum(date_edits(xs, ys), 3)
+    return out
 
 
 @lru_cache(maxsize=100_000)

@@ -1087,7 +1087,7 @@ def test_retraining_stores_a_new_version_that_scores_the_next_batches(settings_e
 def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
     """Affiliation strings alone: the collection gets the free-text defaults (average
     linkage over 100 neighbours and every pair of a component, each level HAC's
-    clusters at its threshold, cut 0.45), EM a fit on the four views, and the
+    clusters at its threshold, cut 0.45), EM a fit on the five views, and the
     entities find the institutes (one comparison of the string gave EM no fit and
     every record its own entity: pairwise F1 0). These institutes are hard:
     departments of one university share its city and postcode, which the word views
@@ -1125,6 +1125,7 @@ def test_a_free_text_collection_is_resolved_by_its_views(settings_env) -> None:
         "text_share",
         "text_rarest",
         "text_numbers",
+        "text_dates",
     ]
     entity = dict(run_entities(settings, name))
     truth = {f"r{i}": g for i, g in enumerate(gold)}
@@ -1237,7 +1238,9 @@ def test_two_free_text_fields_are_each_compared_in_views(settings_env) -> None:
         model = find_collection(session, name).config["pair_model"]
     fields = model["fields"]
     assert [f["name"] for f in fields] == [
-        f"{src}{s}" for src in ("dept", "place") for s in ("", ":share", ":rarest", ":numbers")
+        f"{src}{s}"
+        for src in ("dept", "place")
+        for s in ("", ":share", ":rarest", ":numbers", ":dates")
     ]
     assert {f["source"] for f in fields} == {"dept", "place"}
     dept_share = next(f for f in fields if f["name"] == "dept:share")["df"]

@@ -299,8 +299,8 @@ def test_training_marks_context_fields_one_sided_only_beside_an_identity_field()
     for kinds, want in (
         (KINDS, [False, False, False]),
         (["org_name", "text", "number"], [False, True, True]),
-        # free text beside no identity field: its four views (er.match._views)
-        (["text", "place", "category"], [False] * 6),
+        # free text beside no identity field: its five views (er.match._views)
+        (["text", "place", "category"], [False] * 7),
     ):
         model = train_pair_model(t, kinds, cand)
         assert [f.one_sided for f in model.fields] == want

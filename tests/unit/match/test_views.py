@@ -1,4 +1,4 @@
-"""Free text in four views: the 3-gram cosine against scikit-learn's TF-IDF, the word
+"""Free text in views: the 3-gram cosine against scikit-learn's TF-IDF, the word
 views against their definitions, EM finding a fit where one comparison found none, and
 the views stored and scored alike after a JSON round trip."""
 
@@ -97,6 +97,7 @@ def test_only_free_text_without_an_identity_field_gets_views() -> None:
         ("aff:share", "text_share", "aff"),
         ("aff:rarest", "text_rarest", "aff"),
         ("aff:numbers", "text_numbers", "aff"),
+        ("aff:dates", "text_dates", "aff"),
         ("city", "place", None),
     ]
     assert model_fields(["name", "aff"], ["org_name", "text"]) == [
@@ -115,7 +116,7 @@ def test_em_finds_a_fit_on_free_text_and_its_probability_ranks_matches_first() -
     n = len(texts)
     i, j = np.triu_indices(n, 1)
     model = train_pair_model(table, ["text"], (i.astype(np.int64), j.astype(np.int64)))
-    assert model.method == "em" and len(model.fields) == 4
+    assert model.method == "em" and len(model.fields) == 5
     assert model.temperature == VIEW_TEMPERATURE  # a typed model's is 1 (test_model)
     p = model.probability(table, i.astype(np.int64), j.astype(np.int64))
     same = np.asarray(gold)[i] == np.asarray(gold)[j]
@@ -131,6 +132,7 @@ def test_em_finds_a_fit_on_free_text_and_its_probability_ranks_matches_first() -
         "aff:share",
         "aff:rarest",
         "aff:numbers",
+        "aff:dates",
     ]
     assert explained["fields"][1]["a"] == texts[0]
     assert explained["probability"] == pytest.approx(p[0])
@@ -231,6 +233,7 @@ def test_a_retrained_model_compares_free_text_as_the_model_it_replaces() -> None
         "text_share",
         "text_rarest",
         "text_numbers",
+        "text_dates",
     ]
     n = len(texts)
     i, j = (a.astype(np.int64) for a in np.triu_indices(n, 1))
@@ -238,7 +241,7 @@ def test_a_retrained_model_compares_free_text_as_the_model_it_replaces() -> None
     assert [f.kind for f in old.fields] == ["text"]
     again = train_on_collection(table, config, X, 2, held=old)
     assert [f.kind for f in again.fields] == ["text"] and again.version == 2
-    assert len(train_on_collection(table, config, X, 3, held=fresh).fields) == 4
+    assert len(train_on_collection(table, config, X, 3, held=fresh).fields) == 5
 
 
 @settings(max_examples=60, deadline=None)
@@ -254,7 +257,7 @@ def test_views_compared_together_are_each_views_own_levels(rows, data) -> None: 
     t.add([list(r) for r in rows])
     n = len(rows)
     model = train_pair_model(t, ["text", "text"], (np.array([0]), np.array([1])), views=True)
-    assert len(model.fields) == 8
+    assert len(model.fields) == 10
     a = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=30)))
     b = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=a.size, max_size=a.size)))
     alone = np.column_stack(
