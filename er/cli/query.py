@@ -122,6 +122,10 @@ def _print_model(model: dict[str, Any], what: str) -> None:
         table.add_row(
             "(fields agreeing together)", "", "", "", f"{model['dependence_weight']:+.2f}"
         )
+    if model.get("dates_apart"):
+        # er.match._views.dates_apart: the dates differ outright, the string counts once
+        label = "(dates apart: the text counted once)"
+        table.add_row(label, "", "", "", f"{model['dates_apart']:+.2f}")
     table.add_row("prior", "", "", "", f"{model['prior_weight']:+.2f}")
     table.add_row("total", "", "", "", f"{model['match_weight']:+.2f}", style="bold")
     Console(width=120).print(table)

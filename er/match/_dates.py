@@ -23,7 +23,7 @@ from rapidfuzz.process import cpdist
 
 from er.featurize import MONTH_WORDS, read_date
 
-__all__ = ["date_edits", "dates_in"]
+__all__ = ["date_edits", "dates_in", "without_dates"]
 
 # A year a date in free text may hold: wider than a person's life, narrow enough that
 # an 8-digit number (an id, a phone number without its area code) rarely reads as one.
@@ -69,14 +69,28 @@ def dates_in(text: str) -> str | None:
     1976") or one 8-digit word that reads as one ("19760204"), with a year from 1800
     to 2100. Words are taken left to right, a date's words once.
     """
-    words = text.split()
     out: list[str] = []
+    for readings, _ in _scan(text):
+        out += [r for r in readings if r not in out]
+    return "|".join(out) if out else None
+
+
+@lru_cache(maxsize=100_000)
+def without_dates(text: str) -> str:
+    """Folded free text without the words of its dates (:func:`dates_in`)."""
+    return " ".join(word for readings, word in _scan(text) if not readings)
+
+
+def _scan(text: str) -> list[tuple[tuple[str, ...], str]]:
+    """Each date of ``text`` (its readings, its words) and each other word ((), it)."""
+    words = text.split()
+    out: list[tuple[tuple[str, ...], str]] = []
     i = 0
     while i < len(words):
         readings, used = _read_at(words, i)
-        out += [r for r in readings if r not in out]
+        out.append((readings, " ".join(words[i : i + used])))
         i += used
-    return "|".join(out) if out else None
+    return out
 
 
 def _read_at(words: list[str], i: int) -> tuple[tuple[str, ...], int]:

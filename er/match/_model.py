@@ -47,7 +47,7 @@ from er.match._dependence import (
     shared_once,
 )
 from er.match._table import FieldTable
-from er.match._views import IDENTITY_KINDS
+from er.match._views import IDENTITY_KINDS, dates_apart
 
 __all__ = [
     "CONTEXT_KINDS",
@@ -287,7 +287,15 @@ class PairModel:
     ) -> NDArray[np.float64]:
         """(p,) match weights from the per-field weights and levels, each (p, n_fields)."""
         prior = _logit2(self.prior_at(population))
-        return prior + shared_once(w, self.counted_once(), dependence_bits(self.dependence, levels))
+        total = prior + self._summed(w, levels)
+        if not self.compares_views:
+            return total
+        kinds = [(fw.kind, fw.source) for fw in self.fields]
+        return dates_apart(total, prior, w, levels, kinds, self.temperature)
+
+    def _summed(self, w: NDArray[np.float64], levels: NDArray[np.int8]) -> NDArray[np.float64]:
+        """(p,) the fields' weights summed, households' shared fields counted once."""
+        return shared_once(w, self.counted_once(), dependence_bits(self.dependence, levels))
 
     def _tempered(self, weight: NDArray[np.float64]) -> NDArray[np.float64]:
         """(p,) match probabilities of match weights (p,) taken over the temperature."""
@@ -335,6 +343,7 @@ class PairModel:
         ``match_weight`` and the ``probability`` (in a collection of ``population``)."""
         w, lv = self.weights(table, np.array([a]), np.array([b]))
         total = float(self._total(w, lv, population)[0])
+        summed = float(self._summed(w, lv)[0])
         va, vb = table.values(a), table.values(b)
         fields = [
             {
@@ -352,7 +361,9 @@ class PairModel:
             "fields": fields,
             "prior_weight": _logit2(self.prior_at(population)),
             # the learned correction and the shared fields counted once (shared_once)
-            "dependence_weight": total - _logit2(self.prior_at(population)) - float(w.sum()),
+            "dependence_weight": summed - float(w.sum()),
+            # a string's views counted once where its dates differ (dates_apart)
+            "dates_apart": total - _logit2(self.prior_at(population)) - summed,
             "match_weight": total,
             "temperature": self.temperature,
             "probability": float(self._tempered(np.array([total]))[0]),

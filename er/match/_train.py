@@ -53,7 +53,7 @@ from er.match._dependence import (
 )
 from er.match._model import FieldWeights, PairModel, level_bits, one_sided_fields
 from er.match._table import FieldTable
-from er.match._views import VIEW_TEMPERATURE, document_frequencies, model_fields
+from er.match._views import VIEW_TEMPERATURE, document_frequencies, event_dates, model_fields
 
 __all__ = ["random_pairs", "train_pair_model"]
 
@@ -164,8 +164,9 @@ def train_pair_model(
     blocks = field_blocks(kinds)
     sides = one_sided_fields(kinds)
     ids, anchor_kinds = record_ids(cand_levels, kinds, [len(p.m) for p in protos])
-    for f in ids:
-        sides[f] = True  # a row's or a form's id: context, not who the record is
+    compared = [(p.kind, p.source) for p in protos]
+    for f in ids + event_dates(table, compared, candidates, cand_levels):
+        sides[f] = True  # a row's or a form's id, an event's date: context, not who it is
     if gold is not None:
         u = [_frequencies(rand_levels[:, f], len(p.m)) for f, p in enumerate(protos)]
         patterns = _pattern_counts(rand_levels, (rl, rr), cand_levels, candidates, n)

@@ -47,14 +47,19 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
-from er.match._dates import date_edits, dates_in
+from er.match._anchors import MAX_FAR_M, MIN_RECORD_ID_ANCHORS
+from er.match._dates import date_edits, dates_in, without_dates
+from er.match._table import FieldTable
 
 __all__ = [
+    "DATES_FAR",
     "IDENTITY_KINDS",
     "VIEW_KINDS",
     "VIEW_TEMPERATURE",
     "View",
+    "dates_apart",
     "document_frequencies",
+    "event_dates",
     "free_text_only",
     "model_fields",
     "view_levels",
@@ -66,6 +71,7 @@ IDENTITY_KINDS = frozenset({"person_name", "org_name", "date", "identifier", "em
 VIEW_KINDS = ("text_grams", "text_share", "text_rarest", "text_numbers", "text_dates")
 GRAM_CUTS = (0.4, 0.6, 0.8)  # text_grams: far < 0.4 <= similar < 0.6 <= close < 0.8
 SHARE_CUTS = (0.3, 0.6, 0.9)  # text_share
+DATES_FAR = 1  # text_dates: the level of dates that differ outright
 # A views model's match weight is divided by this before the logistic
 # (er.match._model.PairModel.temperature): the views read one string's evidence several
 # times over (a shared rare word raises the share, the rarest-word and the gram views
@@ -78,6 +84,102 @@ def free_text_only(kinds: Sequence[str]) -> bool:
     """A collection that must tell entities apart by free text: a ``text`` field and no
     identity field (a name, date, id, e-mail or phone)."""
     return "text" in kinds and not any(k in IDENTITY_KINDS for k in kinds)
+
+
+def event_dates(
+    table: FieldTable,
+    fields: Sequence[tuple[str, str | None]],
+    candidates: tuple[NDArray[np.int64], NDArray[np.int64]],
+    levels: NDArray[np.int8],
+) -> list[int]:
+    """The dates' views whose dates are an event's, not who the record is: weighed
+    one-sided (a differing date is no evidence), so never setting pairs apart
+    (:func:`dates_apart`).
+
+    Found on the candidate pairs whose strings are equal but for their dates, which a
+    household's members (another given name) cannot form: at least
+    MIN_RECORD_ID_ANCHORS of them, their dates differing outright in MAX_FAR_M of them
+    or more, as no person's records differ on a birth date (er.match._anchors: the
+    bound of a typed date). With fewer such pairs a date is taken for a person's.
+
+    Parameters
+    ----------
+    table : FieldTable
+        The training records' normalised values.
+    fields : sequence of (kind, source), length F
+        The model's fields (:func:`model_fields`).
+    candidates : (left, right), ndarrays of int64, shape (p,)
+        The candidate pairs' rows.
+    levels : ndarray of int8, shape (p, F)
+        The candidate pairs' levels.
+    """
+    out = []
+    for d, (kind, source) in enumerate(fields):
+        if kind != "text_dates" or source is None:
+            continue
+        column = table.fields.index(source)
+        a, b = (table.codes[rows, column] for rows in candidates)
+        dated = np.flatnonzero(levels[:, d] > 0)
+        words = table.vocab[column]
+        same = [i for i in dated if without_dates(words[a[i]]) == without_dates(words[b[i]])]
+        far = np.count_nonzero(levels[same, d] == DATES_FAR)
+        if len(same) >= MIN_RECORD_ID_ANCHORS and far >= MAX_FAR_M * len(same):
+            out.append(d)
+    return out
+
+
+def dates_apart(
+    total: NDArray[np.float64],
+    prior: float,
+    weights: NDArray[np.float64],
+    levels: NDArray[np.int8],
+    fields: Sequence[tuple[str, str | None]],
+    temperature: float,
+) -> NDArray[np.float64]:
+    """(p,) match weights where a pair's strings write dates that differ outright: the
+    views of that string counted once.
+
+    Two records whose dates differ outright, where a differing date weighs against a
+    match (a birth date's, not an event's), are two people unless the rest says more
+    than a household's members share; and a household shares every word of the string
+    but a given name and the date, so its views agree together as a match's do. Such a
+    pair's string weighs its strongest agreeing view plus the views that weigh against
+    it, plus the dates' own weight, untempered (counted once, nothing is read twice),
+    never more than the views' sum taken over the temperature: the typed fields'
+    households are counted so (er.match._dependence.shared_once). On people as one
+    string, 2,223 of 2,606 false pairs wrote dates differing outright where 14 of 8,931
+    true pairs did (bench/RESULTS.md, "Entity resolution quality on held-out sets
+    (issue #53)").
+
+    Parameters
+    ----------
+    total : ndarray of float64, shape (p,)
+        The pairs' match weights, summed (before the temperature).
+    prior : float
+        The prior's weight in bits.
+    weights : ndarray of float64, shape (p, F)
+    levels : ndarray of int8, shape (p, F)
+    fields : sequence of (kind, source), length F
+        Each model field's kind and the text field it is a view of (None: no view).
+    temperature : float
+    """
+    out = total
+    for d, (kind, source) in enumerate(fields):
+        apart = (levels[:, d] == DATES_FAR) & (weights[:, d] < 0) if kind == "text_dates" else None
+        if apart is None or not apart.any():
+            continue
+        views = [f for f, (k, s) in enumerate(fields) if s == source and k != "text_dates"]
+        rest = [f for f, (_, s) in enumerate(fields) if s != source]
+        block = weights[:, views]
+        once = (
+            prior
+            + weights[:, rest].sum(axis=1)
+            + np.maximum(block.max(axis=1, initial=0.0), 0.0)
+            + np.minimum(block, 0.0).sum(axis=1)
+            + weights[:, d]
+        )
+        out = np.where(apart, np.minimum(out, temperature * once), out)
+    return np.asarray(out, np.float64)
 
 
 def model_fields(
@@ -308,7 +410,7 @@ def _dates(left: list[str], right: list[str]) -> NDArray[np.int8]:
             xs.append(a)
             ys.append(b)
     if both:
-        out[both] = 4 - np.minimum(date_edits(xs, ys), 3)
+        out[both] = DATES_FAR + 3 - np.minimum(date_edits(xs, ys), 3)
     return out
 
 

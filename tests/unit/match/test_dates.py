@@ -8,12 +8,21 @@ import datetime as dt
 
 import jellyfish
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from er.featurize import normalise
-from er.match import compare_field
+from er.match import (
+    LADDERS,
+    FieldTable,
+    FieldWeights,
+    PairModel,
+    compare_field,
+    train_pair_model,
+)
 from er.match._dates import date_edits, dates_in
+from er.match._views import VIEW_TEMPERATURE, dates_apart
 
 # layouts of one day as people and programs write it (strftime, independent of the reader)
 _LAYOUTS = (
@@ -126,3 +135,119 @@ def test_date_edits_are_the_closest_readings_by_jellyfish(pairs) -> None:  # typ
 
     want = [min(one(p, q) for p in x.split("|") for q in y.split("|")) for x, y in pairs]
     assert date_edits([x for x, _ in pairs], [y for _, y in pairs]).tolist() == want
+
+
+_VIEW = {"source": "t", "df_floor": 0.001}
+
+
+def _views_model(dates_far_m: float, event: bool = False) -> PairModel:
+    """A model of one string in five views: each word view's upper levels +3 to +10
+    bits, its far level against; the dates' far level's m ``dates_far_m``, the view
+    one-sided for an ``event``'s dates (er.match._views.event_dates)."""
+    ms = {
+        5: (1.0, 0.01, 0.09, 0.2, 0.7),
+        4: (1.0, 0.05, 0.15, 0.8),
+        3: (1.0, 0.2, 0.8),
+    }
+    us = {5: (1.0, 0.997, 0.001, 0.001, 0.001), 4: (1.0, 0.998, 0.001, 0.001), 3: (1.0, 0.9, 0.1)}
+    fields = []
+    for name, kind in zip(
+        ("t", "t:share", "t:rarest", "t:numbers", "t:dates"),
+        ("text_grams", "text_share", "text_rarest", "text_numbers", "text_dates"),
+        strict=True,
+    ):
+        n = LADDERS[kind].n_levels
+        rest = 1.0 - dates_far_m  # two digits off, one, a date shared: 1%, 10%, 89% of it
+        m = (
+            (1.0, dates_far_m, 0.01 * rest, 0.1 * rest, 0.89 * rest)
+            if n == 5 and kind == "text_dates"
+            else ms[n]
+        )
+        side = event and kind == "text_dates"
+        view = FieldWeights(kind=kind, m=m, u=us[n], one_sided=side, **_VIEW, name=name)
+        fields.append(view)
+    return PairModel(fields=tuple(fields), prior=1e-4, temperature=VIEW_TEMPERATURE)
+
+
+def test_a_household_in_one_string_is_two_people_and_a_layout_one() -> None:
+    """A household's members (surname, address shared; given name and birth date not)
+    agree in every word view, so the views' sum calls them one; their dates differ
+    outright, which a birth date's weighs against, and the string then counts once.
+    One person's two records, the date in two layouts, stay one; where a differing
+    date weighs nothing against a match (an event's date), nothing changes."""
+    t = FieldTable(["t"])
+    t.add(
+        [
+            [_folded("lillian sanby 04.02.76 300 dickinson cres kenwick 3031 nsw")],
+            [_folded("archie sanby 19.11.79 300 dickinson cres kenwick 3031 nsw")],
+            [_folded("lillian sanby feb 4 1976 300 dickinson cres kenwick 3031 nsw")],
+        ]
+    )
+    left, right = np.array([0, 0]), np.array([1, 2])
+    model = _views_model(dates_far_m=0.02)
+    household, person = model.probability(t, left, right)
+    assert household < 0.01 and person > 0.99
+    w, levels = model.weights(t, left, right)
+    assert levels[:, -1].tolist() == [1, 4]  # dates far; a date shared
+    summed = (np.log2(1e-4 / (1 - 1e-4)) + w[0].sum()) / VIEW_TEMPERATURE
+    assert 1 / (1 + 2.0**-summed) > 0.5  # what the views' sum alone says of the household
+    event = _views_model(dates_far_m=0.99, event=True)  # an event's dates: one-sided
+    assert event.probability(t, left, right)[0] > 0.5
+
+
+@pytest.mark.parametrize("event", [False, True])
+def test_dates_that_differ_in_strings_equal_but_for_them_are_an_events(event: bool) -> None:
+    """Trained on pairs of strings equal but for their dates (which a household cannot
+    form), the dates' view is one-sided where those dates differ outright (an event's:
+    a firm's filings) and two-sided where they agree (a birth date's)."""
+    rng = np.random.default_rng(3)
+    words = ["acme", "corp", "filing", "omaha", "annual", "report", "ltd", "zenith"]
+    texts = []
+    for k in range(40):
+        name = " ".join(rng.choice(words, 3, replace=False)) + f" {k + 100}"
+        first = f"{k % 27 + 1:02d}.05.2019"
+        texts += [_folded(f"{name} {first}"), _folded(f"{name} {'11.12.1987' if event else first}")]
+    t = FieldTable(["t"])
+    t.add([[x] for x in texts])
+    i, j = (np.arange(0, len(texts), 2), np.arange(1, len(texts), 2))
+    model = train_pair_model(t, ["text"], (i.astype(np.int64), j.astype(np.int64)))
+    dates = next(f for f in model.fields if f.kind == "text_dates")
+    assert dates.one_sided == event
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 2), st.integers(0, 4)),
+        min_size=1,
+        max_size=30,
+    ),
+    st.floats(-30, 30),
+    st.floats(0.5, 4),
+)
+def test_dates_apart_counts_the_views_once_by_its_definition(rows, prior, temperature) -> None:  # type: ignore[no-untyped-def]
+    """Against a pair-by-pair recomputation: a pair whose dates' view is at "far" and
+    weighs against a match takes the lesser of its total and the temperature times
+    (prior + the other fields + the string's strongest agreeing view, if positive + its
+    views against + the dates' weight); every other pair keeps its total. Two strings
+    and a place field beside them, with random weights."""
+    fields = [
+        ("text_grams", "a"),
+        ("text_share", "a"),
+        ("text_numbers", "a"),
+        ("text_dates", "a"),
+        ("place", None),
+    ]
+    rng = np.random.default_rng(len(rows))
+    p = len(rows)
+    weights = rng.normal(0, 8, size=(p, len(fields)))
+    levels = np.array([[r[0], r[1], r[2], r[3], 1] for r in rows], np.int8)
+    total = weights.sum(axis=1) + prior
+    got = dates_apart(total, prior, weights, levels, fields, temperature)
+    for i in range(p):
+        want = total[i]
+        if levels[i, 3] == 1 and weights[i, 3] < 0:
+            views = weights[i, :3]
+            once = prior + weights[i, 4] + max(views.max(), 0) + views[views < 0].sum()
+            want = min(total[i], temperature * (once + weights[i, 3]))
+        assert got[i] == pytest.approx(want)
