@@ -92,8 +92,15 @@ NAMES = [
     # the same records with every missing value written "NULL", as a database exports it
     "people-sparse-10k+null",
     "people-medium-10k+null",
+    # the same records as one string, every field but the id joined (2026-12-04)
+    "people-hard-10k+onestring",
+    "pseudopeople+onestring",
+    "rldata10000+onestring",
+    "inventors+onestring",
+    "febrl3+onestring",
 ]
 NULLED = "+null"
+ONE_STRING = "+onestring"
 # suffix -> the column it adds and whether its numbers follow the records' order
 NUMBERED = {"+rownum": ("Unnamed: 0", True), "+formno": ("form_number", False)}
 # strings and cities of the larger organisation sets (12 cities per 1,000 strings)
@@ -109,6 +116,11 @@ SEEDED = ("people", "orgs")  # families with a tuning seed: thresholds are chose
 def load(name: str) -> Dataset:
     """The records, gold labels and meta (``id_field``, ``family``, ``tuning``) of a set."""
     base, at, tag = name.partition("@")
+    if base.endswith(ONE_STRING):
+        records, gold, meta = load(base.removesuffix(ONE_STRING) + at + tag)
+        joined = [" ".join(v for k, v in r.items() if k != "rec_id" and v) for r in records]
+        rows = [{"rec_id": r["rec_id"], "text": t} for r, t in zip(records, joined, strict=True)]
+        return rows, gold, meta
     if base.endswith(NULLED):
         records, gold, meta = load(base.removesuffix(NULLED) + at + tag)
         return [{k: v or "NULL" for k, v in r.items()} for r in records], gold, meta

@@ -106,6 +106,9 @@ def _print_model_view(result: dict[str, Any]) -> None:
         _print_model(link, f"the link that joined their sides, {link['a']} ~ {link['b']}")
 
 
+_SHOWN = 0.005  # bits a row of sums must move to be shown (a float's remainder is not)
+
+
 def _print_model(model: dict[str, Any], what: str) -> None:
     """The pair model's reasons for one pair: a row per field, the sum, the probability."""
     from rich.console import Console
@@ -117,12 +120,12 @@ def _print_model(model: dict[str, Any], what: str) -> None:
         table.add_column(name, justify="right" if name.startswith("weight") else "left")
     for f in model["fields"]:
         table.add_row(f["field"], _cell(f["a"]), _cell(f["b"]), f["level"], f"{f['weight']:+.2f}")
-    if model.get("dependence_weight"):
+    if abs(model.get("dependence_weight", 0.0)) >= _SHOWN:
         # the pattern of agreements non-matches show together (households)
         table.add_row(
             "(fields agreeing together)", "", "", "", f"{model['dependence_weight']:+.2f}"
         )
-    if model.get("dates_apart"):
+    if abs(model.get("dates_apart", 0.0)) >= _SHOWN:
         # er.match._views.dates_apart: the dates differ outright, the string counts once
         label = "(dates apart: the text counted once)"
         table.add_row(label, "", "", "", f"{model['dates_apart']:+.2f}")

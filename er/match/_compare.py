@@ -161,8 +161,14 @@ def compare_field(
     # (one int64 key per pair: np.unique over rows sorts a structured view, 4x slower)
     left, right, inverse = _distinct(vocab, a[todo], b[todo])
     reached = np.ones(len(left), np.int8)
+    distances: dict[str, NDArray[np.int64]] = {}  # a distance's rungs read it once
     for rung, (measure, threshold) in enumerate(ladder.rungs, start=2):
-        reached[_MEASURES[measure](left, right, threshold)] = rung
+        if measure in _DISTANCES:
+            if measure not in distances:
+                distances[measure] = _DISTANCES[measure](left, right)
+            reached[distances[measure] <= threshold] = rung
+        else:
+            reached[_MEASURES[measure](left, right, threshold)] = rung
     level[todo] = reached[inverse]
     return level
 
@@ -221,11 +227,6 @@ def _edits(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
     return np.asarray(cpdist(left, right, scorer=DamerauLevenshtein.distance, workers=1)) <= t
 
 
-def _date_edits(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
-    """Fewest digit edits over every reading of each side; a day/month swap is one."""
-    return np.asarray(date_edits(left, right) <= t)
-
-
 def _email(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
     user = np.array([x.split("@")[0] == y.split("@")[0] for x, y in zip(left, right, strict=True)])
     return user | _edits(left, right, t)
@@ -239,6 +240,11 @@ def _ratio(left: list[str], right: list[str], t: float) -> NDArray[np.bool_]:
         return np.where(big > 0, np.minimum(np.abs(x), np.abs(y)) / big, 1.0) >= t
 
 
+# distances whose rungs are thresholds on one number per pair, computed once per field:
+# the fewest digit edits over every reading of each date (a day/month swap is one)
+_DISTANCES: dict[str, Callable[[list[str], list[str]], NDArray[np.int64]]] = {
+    "date_edits": date_edits,
+}
 _MEASURES: dict[str, Callable[[list[str], list[str], float], NDArray[np.bool_]]] = {
     "jw": _jw,
     "jw_or_sound": _jw_or_sound,
@@ -246,7 +252,6 @@ _MEASURES: dict[str, Callable[[list[str], list[str], float], NDArray[np.bool_]]]
     "token_set": _token_set,
     "token_sort": _token_sort,
     "edits": _edits,
-    "date_edits": _date_edits,
     "email": _email,
     "ratio": _ratio,
 }

@@ -67,10 +67,12 @@ def dates_in(text: str) -> str | None:
     digits in either order of day and month, the year first with four digits, or a
     month's name in place of its number: "04 02 76", "1976 02 04", "feb 4 1976", "4 feb
     1976") or one 8-digit word that reads as one ("19760204"), with a year from 1800
-    to 2100. Words are taken left to right, a date's words once.
+    to 2100. Folding took the separators away, so three words that overlap two such
+    layouts ("3 04 02 76": a house number before "04.02.76"; "may 4 12 1976") give the
+    readings of both: a date left out would read as one that differs.
     """
     out: list[str] = []
-    for readings, _ in _scan(text):
+    for readings, _ in _spans(text):
         out += [r for r in readings if r not in out]
     return "|".join(out) if out else None
 
@@ -78,34 +80,28 @@ def dates_in(text: str) -> str | None:
 @lru_cache(maxsize=100_000)
 def without_dates(text: str) -> str:
     """Folded free text without the words of its dates (:func:`dates_in`)."""
-    return " ".join(word for readings, word in _scan(text) if not readings)
-
-
-def _scan(text: str) -> list[tuple[tuple[str, ...], str]]:
-    """Each date of ``text`` (its readings, its words) and each other word ((), it)."""
     words = text.split()
-    out: list[tuple[tuple[str, ...], str]] = []
-    i = 0
-    while i < len(words):
-        readings, used = _read_at(words, i)
-        out.append((readings, " ".join(words[i : i + used])))
-        i += used
+    taken: set[int] = set()
+    for _, (start, stop) in _spans(text):
+        taken.update(range(start, stop))
+    return " ".join(w for k, w in enumerate(words) if k not in taken)
+
+
+def _spans(text: str) -> list[tuple[tuple[str, ...], tuple[int, int]]]:
+    """Each date of ``text``: its readings and the words it spans, [start, stop)."""
+    words = text.split()
+    out = []
+    for i, word in enumerate(words):
+        if len(word) == 8 and word.isdigit():
+            readings = _in_years(read_date(word))
+            if readings:
+                out.append((readings, (i, i + 1)))
+        three = words[i : i + 3]
+        if len(three) == 3 and _date_layout(three):
+            readings = _in_years(read_date(" ".join(three)))
+            if readings:
+                out.append((readings, (i, i + 3)))
     return out
-
-
-def _read_at(words: list[str], i: int) -> tuple[tuple[str, ...], int]:
-    """The readings of a date starting at word ``i`` and the words it takes; ((), 1)
-    when none starts there."""
-    word = words[i]
-    if len(word) == 8 and word.isdigit():
-        readings = _in_years(read_date(word))
-        return readings, 1
-    three = words[i : i + 3]
-    if len(three) == 3 and _date_layout(three):
-        readings = _in_years(read_date(" ".join(three)))
-        if readings:
-            return readings, 3
-    return (), 1
 
 
 def _date_layout(three: list[str]) -> bool:

@@ -291,7 +291,7 @@ class PairModel:
         if not self.compares_views:
             return total
         kinds = [(fw.kind, fw.source) for fw in self.fields]
-        return dates_apart(total, prior, w, levels, kinds, self.temperature)
+        return dates_apart(total, w, levels, kinds, self.temperature)
 
     def _summed(self, w: NDArray[np.float64], levels: NDArray[np.int8]) -> NDArray[np.float64]:
         """(p,) the fields' weights summed, households' shared fields counted once."""
@@ -343,6 +343,7 @@ class PairModel:
         ``match_weight`` and the ``probability`` (in a collection of ``population``)."""
         w, lv = self.weights(table, np.array([a]), np.array([b]))
         total = float(self._total(w, lv, population)[0])
+        prior = _logit2(self.prior_at(population))
         summed = float(self._summed(w, lv)[0])
         va, vb = table.values(a), table.values(b)
         fields = [
@@ -363,7 +364,7 @@ class PairModel:
             # the learned correction and the shared fields counted once (shared_once)
             "dependence_weight": summed - float(w.sum()),
             # a string's views counted once where its dates differ (dates_apart)
-            "dates_apart": total - _logit2(self.prior_at(population)) - summed,
+            "dates_apart": total - (prior + summed),
             "match_weight": total,
             "temperature": self.temperature,
             "probability": float(self._tempered(np.array([total]))[0]),

@@ -101,6 +101,9 @@ def event_dates(
     MIN_RECORD_ID_ANCHORS of them, their dates differing outright in MAX_FAR_M of them
     or more, as no person's records differ on a birth date (er.match._anchors: the
     bound of a typed date). With fewer such pairs a date is taken for a person's.
+    Namesakes form such pairs too (a name and a birth date alone, RLdata's): their
+    dates are then taken for an event's (bench/RESULTS.md, "Entity resolution quality
+    on held-out sets (issue #53)").
 
     Parameters
     ----------
@@ -118,19 +121,24 @@ def event_dates(
         if kind != "text_dates" or source is None:
             continue
         column = table.fields.index(source)
-        a, b = (table.codes[rows, column] for rows in candidates)
-        dated = np.flatnonzero(levels[:, d] > 0)
-        words = table.vocab[column]
-        same = [i for i in dated if without_dates(words[a[i]]) == without_dates(words[b[i]])]
-        far = np.count_nonzero(levels[same, d] == DATES_FAR)
-        if len(same) >= MIN_RECORD_ID_ANCHORS and far >= MAX_FAR_M * len(same):
+        if not table.vocab[column]:
+            continue
+        # each value's text without its dates, numbered: equal numbers, equal texts
+        rest: dict[str, int] = {}
+        stripped = np.array(
+            [rest.setdefault(without_dates(v), len(rest)) for v in table.vocab[column]], np.int64
+        )
+        a, b = (table.codes[rows, column].astype(np.int64) for rows in candidates)
+        dated = levels[:, d] > 0  # both sides write a date (and so hold a value)
+        same = dated & (stripped[np.maximum(a, 0)] == stripped[np.maximum(b, 0)])
+        far = np.count_nonzero(same & (levels[:, d] == DATES_FAR))
+        if same.sum() >= MIN_RECORD_ID_ANCHORS and far >= MAX_FAR_M * same.sum():
             out.append(d)
     return out
 
 
 def dates_apart(
     total: NDArray[np.float64],
-    prior: float,
     weights: NDArray[np.float64],
     levels: NDArray[np.int8],
     fields: Sequence[tuple[str, str | None]],
@@ -140,46 +148,40 @@ def dates_apart(
     views of that string counted once.
 
     Two records whose dates differ outright, where a differing date weighs against a
-    match (a birth date's, not an event's), are two people unless the rest says more
-    than a household's members share; and a household shares every word of the string
-    but a given name and the date, so its views agree together as a match's do. Such a
-    pair's string weighs its strongest agreeing view plus the views that weigh against
-    it, plus the dates' own weight, untempered (counted once, nothing is read twice),
-    never more than the views' sum taken over the temperature: the typed fields'
-    households are counted so (er.match._dependence.shared_once). On people as one
-    string, 2,223 of 2,606 false pairs wrote dates differing outright where 14 of 8,931
-    true pairs did (bench/RESULTS.md, "Entity resolution quality on held-out sets
-    (issue #53)").
+    match (a birth date's, not an event's: :func:`event_dates`), are two people unless
+    the rest says more than a household's members share; and a household shares every
+    word of the string but a given name and the date, so its views agree together as a
+    match's do. Such a string weighs its strongest agreeing view plus the views that
+    weigh against it (its dates among them), as the typed fields a household shares are
+    counted (er.match._dependence.shared_once); and since no evidence of the pair is
+    then read twice, its total is not taken over the temperature, which exists for
+    that (the prior and every other field count as they are). Never more than the
+    tempered total. On people as one string, 2,223 of 2,606 false pairs wrote dates
+    differing outright where 14 of 8,931 true pairs did (bench/RESULTS.md, "Entity
+    resolution quality on held-out sets (issue #53)").
 
     Parameters
     ----------
     total : ndarray of float64, shape (p,)
-        The pairs' match weights, summed (before the temperature).
-    prior : float
-        The prior's weight in bits.
+        The pairs' match weights: prior and fields summed (before the temperature).
     weights : ndarray of float64, shape (p, F)
     levels : ndarray of int8, shape (p, F)
     fields : sequence of (kind, source), length F
         Each model field's kind and the text field it is a view of (None: no view).
     temperature : float
     """
-    out = total
+    once, apart = np.array(total, np.float64), np.zeros(total.shape, bool)
     for d, (kind, source) in enumerate(fields):
-        apart = (levels[:, d] == DATES_FAR) & (weights[:, d] < 0) if kind == "text_dates" else None
-        if apart is None or not apart.any():
+        if kind != "text_dates":
             continue
+        here = (levels[:, d] == DATES_FAR) & (weights[:, d] < 0)
         views = [f for f, (k, s) in enumerate(fields) if s == source and k != "text_dates"]
-        rest = [f for f, (_, s) in enumerate(fields) if s != source]
         block = weights[:, views]
-        once = (
-            prior
-            + weights[:, rest].sum(axis=1)
-            + np.maximum(block.max(axis=1, initial=0.0), 0.0)
-            + np.minimum(block, 0.0).sum(axis=1)
-            + weights[:, d]
-        )
-        out = np.where(apart, np.minimum(out, temperature * once), out)
-    return np.asarray(out, np.float64)
+        surplus = block.sum(axis=1) - np.maximum(block.max(axis=1, initial=0.0), 0.0)
+        surplus -= np.minimum(block, 0.0).sum(axis=1)  # the agreeing views past the strongest
+        once[here] -= surplus[here]
+        apart |= here
+    return np.where(apart, np.minimum(total, temperature * once), total)
 
 
 def model_fields(
