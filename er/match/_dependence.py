@@ -183,8 +183,16 @@ def shared_once(
         return total
     block = weights[:, list(shared)]
     summed = block.sum(axis=1) + correction
-    once = np.maximum(block.max(axis=1), 0.0) + np.minimum(block, 0.0).sum(axis=1)
-    return np.asarray(total - summed + np.minimum(summed, once), np.float64)
+    return np.asarray(total - summed + np.minimum(summed, counted_once(block)), np.float64)
+
+
+def counted_once(block: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(p,) a block of fields (p, k) read as one piece of evidence: its strongest
+    agreeing field (none: 0) plus every field that weighs against."""
+    return np.asarray(
+        np.maximum(block.max(axis=1, initial=0.0), 0.0) + np.minimum(block, 0.0).sum(axis=1),
+        np.float64,
+    )
 
 
 @dataclass(frozen=True)

@@ -360,7 +360,7 @@ class PairModel:
         ]
         return {
             "fields": fields,
-            "prior_weight": _logit2(self.prior_at(population)),
+            "prior_weight": prior,
             # the learned correction and the shared fields counted once (shared_once)
             "dependence_weight": summed - float(w.sum()),
             # a string's views counted once where its dates differ (dates_apart)

@@ -49,6 +49,7 @@ from scipy import sparse
 
 from er.match._anchors import MAX_FAR_M, MIN_RECORD_ID_ANCHORS
 from er.match._dates import date_edits, dates_in, without_dates
+from er.match._dependence import counted_once
 from er.match._table import FieldTable
 
 __all__ = [
@@ -176,10 +177,8 @@ def dates_apart(
             continue
         here = (levels[:, d] == DATES_FAR) & (weights[:, d] < 0)
         views = [f for f, (k, s) in enumerate(fields) if s == source and k != "text_dates"]
-        block = weights[:, views]
-        surplus = block.sum(axis=1) - np.maximum(block.max(axis=1, initial=0.0), 0.0)
-        surplus -= np.minimum(block, 0.0).sum(axis=1)  # the agreeing views past the strongest
-        once[here] -= surplus[here]
+        block = weights[here][:, views]
+        once[here] += counted_once(block) - block.sum(axis=1)
         apart |= here
     return np.where(apart, np.minimum(total, temperature * once), total)
 
