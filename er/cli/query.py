@@ -126,7 +126,7 @@ def _print_model(model: dict[str, Any], what: str) -> None:
             "(fields agreeing together)", "", "", "", f"{model['dependence_weight']:+.2f}"
         )
     if abs(model.get("dates_apart", 0.0)) >= _SHOWN:
-        # er.match._views.dates_apart: the dates differ outright, the string counts once
+        # er.match._views.dates_apart: the dates are not one date, the string counts once
         label = "(dates apart: the text counted once)"
         table.add_row(label, "", "", "", f"{model['dates_apart']:+.2f}")
     table.add_row("prior", "", "", "", f"{model['prior_weight']:+.2f}")

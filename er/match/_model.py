@@ -291,7 +291,8 @@ class PairModel:
         if not self.compares_views:
             return total
         kinds = [(fw.kind, fw.source) for fw in self.fields]
-        return dates_apart(total, w, levels, kinds, self.temperature)
+        sides = [fw.one_sided for fw in self.fields]
+        return dates_apart(total, w, levels, kinds, self.temperature, sides)
 
     def _summed(self, w: NDArray[np.float64], levels: NDArray[np.int8]) -> NDArray[np.float64]:
         """(p,) the fields' weights summed, households' shared fields counted once."""

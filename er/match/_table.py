@@ -88,3 +88,15 @@ class FieldTable:
             name: (self.vocab[f][c] if c >= 0 else None)
             for f, (name, c) in enumerate(zip(self.fields, self.codes[row], strict=True))
         }
+
+    def frequencies(self, name: str) -> tuple[dict[str, float], float | None]:
+        """Field ``name``'s value frequencies over the records that hold one: the values
+        held twice or more, and the floor (one over those records; None: no value)."""
+        f = self.fields.index(name)
+        present = self.codes[:, f][self.codes[:, f] >= 0]
+        if present.size == 0:
+            return {}, None
+        values, counts = np.unique(present, return_counts=True)
+        n = float(present.size)
+        held = zip(values.tolist(), counts.tolist(), strict=True)
+        return {self.vocab[f][v]: c / n for v, c in held if c >= 2}, 1.0 / n

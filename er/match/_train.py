@@ -30,7 +30,6 @@ weighs infinitely much.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -53,7 +52,13 @@ from er.match._dependence import (
 )
 from er.match._model import FieldWeights, PairModel, level_bits, one_sided_fields
 from er.match._table import FieldTable
-from er.match._views import VIEW_TEMPERATURE, document_frequencies, event_dates, model_fields
+from er.match._views import (
+    VIEW_TEMPERATURE,
+    dates_apart,
+    document_frequencies,
+    event_dates,
+    model_fields,
+)
 
 __all__ = ["random_pairs", "train_pair_model"]
 
@@ -163,10 +168,15 @@ def train_pair_model(
     total = max(n * (n - 1) // 2, 1)
     blocks = field_blocks(kinds)
     sides = one_sided_fields(kinds)
-    ids, anchor_kinds = record_ids(cand_levels, kinds, [len(p.m) for p in protos])
+    n_levels = [len(p.m) for p in protos]
+    ids, anchor_kinds = record_ids(cand_levels, kinds, n_levels)
     compared = [(p.kind, p.source) for p in protos]
     for f in ids + event_dates(table, compared, candidates, cand_levels):
         sides[f] = True  # a row's or a form's id, an event's date: context, not who it is
+    anchors = anchors_of(cand_levels, anchor_kinds, n_levels)
+    # a string's dates that are a person's, bounded as a typed date's (MAX_FAR_M)
+    dates = [f for f, k in enumerate(kinds) if k == "text_dates" and not sides[f]]
+    anchors = replace(anchors, strict=anchors.strict + tuple(dates))
     if gold is not None:
         u = [_frequencies(rand_levels[:, f], len(p.m)) for f, p in enumerate(protos)]
         patterns = _pattern_counts(rand_levels, (rl, rr), cand_levels, candidates, n)
@@ -189,9 +199,8 @@ def train_pair_model(
             (rl, rr),
             n,
             sides,
-            blocks,
-            anchors_of(cand_levels, anchor_kinds, [len(p.m) for p in protos]),
-            kinds,
+            (blocks, kinds, compared if proto.compares_views else []),
+            anchors,
         )
         m, u, prior, dependence = fit.m, fit.u, fit.prior, fit.dependence
         method = "em"
@@ -208,7 +217,7 @@ def train_pair_model(
             one_sided=side,
         )
         for p, mf, uf, side in zip(protos, m, u, sides, strict=True)
-        for tf, floor in [_term_frequencies(table, p)]
+        for tf, floor in [table.frequencies(p.name) if p.source is None else ({}, None)]
     )
     return PairModel(
         fields,
@@ -219,6 +228,10 @@ def train_pair_model(
         dependence=dependence,
         temperature=VIEW_TEMPERATURE if proto.compares_views else 1.0,
     )
+
+
+# a fit's fields: the dependence blocks, each field's kind, each (kind, source) in views
+Fields = tuple[list[list[int]], Sequence[str], Sequence[tuple[str, str | None]]]
 
 
 @dataclass
@@ -241,9 +254,8 @@ def _fit_unsupervised(
     rand: tuple[NDArray[np.int64], NDArray[np.int64]],
     n: int,
     one_sided: Sequence[bool],
-    blocks: list[list[int]],
+    fields: Fields,
     anchors: Anchors | None = None,
-    kinds: Sequence[str] = (),
 ) -> _Fit:
     """m, u, the prior and the dependence correction without labels (module docstring):
     EM alternating with the dependence correction; then, while the closure of EM's
@@ -262,20 +274,20 @@ def _fit_unsupervised(
     n : int
         Records in the sample.
     one_sided : sequence of bool, one per field
-    blocks : list of list of int
-        Field blocks of the dependence correction (er.match._dependence.field_blocks).
+    fields : (blocks, kinds, strings)
+        Field blocks of the dependence correction (er.match._dependence.field_blocks);
+        the type of each field: which of them a household shares
+        (er.match._dependence.shared_block, households_seen; none when empty); and
+        each field's (kind, source) where free text is compared in views, whose pairs
+        EM weighs as scoring does (er.match._views.dates_apart), else empty.
     anchors : Anchors, optional
         The candidates each field's m is counted on (er.match._anchors).
-    kinds : sequence of str, optional
-        The type of each field: which of them a household shares
-        (er.match._dependence.shared_block, households_seen); none when empty.
     """
     rl, rr = rand
     n_levels = [mf.size for mf in blank_m]
     patterns = _pattern_counts(rand_levels, rand, cand_levels, candidates, n)
     u = [_frequencies(rand_levels[:, f], k) for f, k in enumerate(n_levels)]
     total = max(n * (n - 1) // 2, 1)
-    fields = (blocks, kinds)
     fit = _em_rounds(
         cand_levels, blank_m, u, total, one_sided, (patterns, None), fields, None, 0.0, anchors
     )
@@ -308,7 +320,7 @@ def _em_rounds(
     total: int,
     one_sided: Sequence[bool],
     counted: tuple[PatternCounts, NDArray[np.bool_] | None],
-    fields: tuple[list[list[int]], Sequence[str]],
+    fields: Fields,
     start: _Fit | None,
     beyond: float,
     anchors: Anchors | None = None,
@@ -320,7 +332,7 @@ def _em_rounds(
     whose correction shows households (households_seen), EM counts the fields they
     share (shared_block) once."""
     patterns, held = counted
-    blocks, kinds = fields
+    blocks, kinds, strings = fields
     shared = shared_block(kinds)
     m = blank_m if start is None else start.m
     dependence = {} if start is None else start.dependence
@@ -338,6 +350,7 @@ def _em_rounds(
             beyond=beyond,
             anchors=anchors,
             shared=shared if households_seen(dependence, kinds) else (),
+            strings=strings,
         )
         # the first count judges patterns by the starting m: EM's first fit has
         # taken the households for matches (their names and dates "disagree" in
@@ -510,6 +523,7 @@ def _fit_em(
     beyond: float = 0.0,
     anchors: Anchors | None = None,
     shared: Sequence[int] = (),
+    strings: Sequence[tuple[str, str | None]] = (),
 ) -> tuple[list[NDArray[np.float64]], float, NDArray[np.float64]]:
     """EM for m and the prior with u fixed.
 
@@ -538,6 +552,9 @@ def _fit_em(
     shared : sequence of int, optional
         The fields a household shares, counted once as in scoring where the sample
         shows households (er.match._dependence.shared_once).
+    strings : sequence of (kind, source), optional
+        Each field's kind and the text it is a view of: a string whose dates differ
+        counted once, as in scoring (er.match._views.dates_apart, untempered); (): none.
 
     Returns
     -------
@@ -560,6 +577,8 @@ def _fit_em(
     for _ in range(EM_ITERATIONS):
         bits = np.stack([level_bits(m[f], u[f], sides[f])[levels[:, f]] for f in range(len(m))], 1)
         w = np.log2(prior / (1 - prior)) + shared_once(bits, shared, extra)
+        if strings:
+            w = dates_apart(w, bits, levels, strings, 1.0, sides)
         post = 1.0 / (1.0 + np.exp2(-np.clip(w, -60, 60)))
         new_m = bounded(
             [
@@ -576,21 +595,3 @@ def _fit_em(
         if shift < EM_TOLERANCE:
             break
     return m, prior, post
-
-
-def _term_frequencies(
-    table: FieldTable, field: FieldWeights
-) -> tuple[dict[str, float], float | None]:
-    """The field's value frequencies: values seen twice or more, and the floor (none
-    for a view of free text: its top level is no equality of values)."""
-    if field.source is not None:
-        return {}, None
-    f = table.fields.index(field.name)
-    codes = table.codes[:, f]
-    present = codes[codes >= 0]
-    if present.size == 0:
-        return {}, None
-    counts = Counter(present.tolist())
-    n = float(present.size)
-    tf = {table.vocab[f][c]: k / n for c, k in counts.items() if k >= 2}
-    return tf, 1.0 / n

@@ -24,8 +24,11 @@ with its own levels and its own trained weights:
 - ``text_dates``: the dates the two sides write, in any layout (er.match._dates),
   compared as a date field is: far, two digits off, one digit off or day and month
   swapped, a date shared; missing when a side has none. A person's record as one
-  string writes its birth date in layouts whose words two records rarely share, and a
-  household's members differ in little but the given name and this date.
+  string writes its birth date in layouts whose words two records rarely share, a
+  household's members differ in little but the given name and this date, and
+  namesakes in the date alone. Beside it the other word views read each string
+  without its dates (WITHOUT_DATES), and where the dates are not one date the string
+  counts once (:func:`dates_apart`).
 
 Document frequencies are counted on the training sample and frozen with the model
 (a word or gram seen in one training record or none gets the floor, one over the
@@ -73,6 +76,17 @@ VIEW_KINDS = ("text_grams", "text_share", "text_rarest", "text_numbers", "text_d
 GRAM_CUTS = (0.4, 0.6, 0.8)  # text_grams: far < 0.4 <= similar < 0.6 <= close < 0.8
 SHARE_CUTS = (0.3, 0.6, 0.9)  # text_share
 DATES_FAR = 1  # text_dates: the level of dates that differ outright
+DATES_SHARED = 4  # text_dates: the level of a date both strings write
+# a string's text without its dates that fewer than this many of the training records
+# would hold by chance (its words' shares multiplied) is one entity's (event_dates)
+CHANCE_SHARERS = 0.1
+# The views that read a string without its dates beside a dates' view: a date is then
+# one piece of evidence, the dates' view's, not also shared grams and rare words, whose
+# agreement on a year or a day made EM's matches pairs born alike (RLdata as one string,
+# a name and a birth date: "frank peters 1990 7 1"). The numbers view still reads the
+# dates' numbers: without them it found one person's records at two addresses apart
+# (bench/RESULTS.md, "Entity resolution quality on held-out sets (issue #53)").
+WITHOUT_DATES = frozenset({"text_grams", "text_share", "text_rarest"})
 # A views model's match weight is divided by this before the logistic
 # (er.match._model.PairModel.temperature): the views read one string's evidence several
 # times over (a shared rare word raises the share, the rarest-word and the gram views
@@ -98,13 +112,12 @@ def event_dates(
     (:func:`dates_apart`).
 
     Found on the candidate pairs whose strings are equal but for their dates, which a
-    household's members (another given name) cannot form: at least
-    MIN_RECORD_ID_ANCHORS of them, their dates differing outright in MAX_FAR_M of them
-    or more, as no person's records differ on a birth date (er.match._anchors: the
-    bound of a typed date). With fewer such pairs a date is taken for a person's.
-    Namesakes form such pairs too (a name and a birth date alone, RLdata's): their
-    dates are then taken for an event's (bench/RESULTS.md, "Entity resolution quality
-    on held-out sets (issue #53)").
+    household's members (another given name) cannot form, and whose rest is too rare
+    to be shared by chance (:func:`_chance_sharers`), which namesakes' can be (a name
+    and a birth date alone, RLdata's: "hans mueller"): at least MIN_RECORD_ID_ANCHORS
+    of them, their dates differing outright in MAX_FAR_M of them or more, as no
+    person's records differ on a birth date (er.match._anchors: the bound of a typed
+    date). With fewer such pairs a date is taken for a person's.
 
     Parameters
     ----------
@@ -132,10 +145,29 @@ def event_dates(
         a, b = (table.codes[rows, column].astype(np.int64) for rows in candidates)
         dated = levels[:, d] > 0  # both sides write a date (and so hold a value)
         same = dated & (stripped[np.maximum(a, 0)] == stripped[np.maximum(b, 0)])
+        same &= _chance_sharers(table, column)[np.maximum(a, 0)] < CHANCE_SHARERS
         far = np.count_nonzero(same & (levels[:, d] == DATES_FAR))
         if same.sum() >= MIN_RECORD_ID_ANCHORS and far >= MAX_FAR_M * same.sum():
             out.append(d)
     return out
+
+
+def _chance_sharers(table: FieldTable, column: int) -> NDArray[np.float64]:
+    """(len(vocab),) for each value of the text column, how many of the table's records
+    would hold every word of its text without dates by chance: n times the product of
+    those words' shares of the records (inf for a text of dates alone)."""
+    vocab = table.vocab[column]
+    codes = table.codes[:, column]
+    held = np.bincount(codes[codes >= 0], minlength=len(vocab))  # records per value
+    words = [frozenset(without_dates(v).split()) for v in vocab]
+    records: Counter[str] = Counter()
+    for ws, k in zip(words, held.tolist(), strict=True):
+        records.update({w: k for w in ws})
+    n = max(int(held.sum()), 1)
+    return np.array(
+        [n * math.prod(records[w] / n for w in ws) if ws else math.inf for ws in words],
+        np.float64,
+    )
 
 
 def dates_apart(
@@ -144,22 +176,25 @@ def dates_apart(
     levels: NDArray[np.int8],
     fields: Sequence[tuple[str, str | None]],
     temperature: float,
+    one_sided: Sequence[bool] | None = None,
 ) -> NDArray[np.float64]:
-    """(p,) match weights where a pair's strings write dates that differ outright: the
+    """(p,) match weights where a pair's strings write dates that are not one date: the
     views of that string counted once.
 
-    Two records whose dates differ outright, where a differing date weighs against a
-    match (a birth date's, not an event's: :func:`event_dates`), are two people unless
-    the rest says more than a household's members share; and a household shares every
-    word of the string but a given name and the date, so its views agree together as a
-    match's do. Such a string weighs its strongest agreeing view plus the views that
-    weigh against it (its dates among them), as the typed fields a household shares are
-    counted (er.match._dependence.shared_once); and since no evidence of the pair is
-    then read twice, its total is not taken over the temperature, which exists for
-    that (the prior and every other field count as they are). Never more than the
-    tempered total. On people as one string, 2,223 of 2,606 false pairs wrote dates
-    differing outright where 14 of 8,931 true pairs did (bench/RESULTS.md, "Entity
-    resolution quality on held-out sets (issue #53)").
+    Two records whose dates differ, where the dates are a person's (a birth date's, not
+    an event's: :func:`event_dates`), are two people unless the rest says more than
+    namesakes or a household's members share; and namesakes share every word of the
+    string but the date, a household all but a given name and the date, so their views
+    agree together as a match's do. Such a string weighs its strongest agreeing view
+    plus the views that weigh against it, and its dates, as the typed fields a household
+    shares are counted (er.match._dependence.shared_once); and since no evidence of the
+    pair is then read twice, its total is not taken over the temperature, which exists
+    for that (the prior and every other field count as they are). Never more than the
+    tempered total. EM weighs its pairs so too (er.match._train), or its matches are
+    namesakes. On people as one string, 2,223 of 2,606 false pairs wrote dates differing
+    outright where 14 of 8,931 true pairs did; RLdata as one string (names and a birth
+    date) is resolved only so (bench/RESULTS.md, "Entity resolution quality on held-out
+    sets (issue #53)").
 
     Parameters
     ----------
@@ -170,12 +205,14 @@ def dates_apart(
     fields : sequence of (kind, source), length F
         Each model field's kind and the text field it is a view of (None: no view).
     temperature : float
+    one_sided : sequence of bool, length F, optional
+        Fields weighed one-sided (an event's dates: never apart); None: none.
     """
     once, apart = np.array(total, np.float64), np.zeros(total.shape, bool)
     for d, (kind, source) in enumerate(fields):
-        if kind != "text_dates":
+        if kind != "text_dates" or (one_sided is not None and one_sided[d]):
             continue
-        here = (levels[:, d] == DATES_FAR) & (weights[:, d] < 0)
+        here = (levels[:, d] >= DATES_FAR) & (levels[:, d] < DATES_SHARED)
         views = [f for f, (k, s) in enumerate(fields) if s == source and k != "text_dates"]
         block = weights[here][:, views]
         once[here] += counted_once(block) - block.sum(axis=1)
@@ -228,7 +265,9 @@ def document_frequencies(kind: str, values: Sequence[str]) -> tuple[dict[str, fl
     if kind in ("text_numbers", "text_dates") or not values:
         return {}, None
     split = _grams if kind == "text_grams" else _words
-    counts = Counter(t for v in values for t in set(split(v)))  # records, not uses
+    # read as view_levels reads them (WITHOUT_DATES)
+    read = without_dates if kind in WITHOUT_DATES else str
+    counts = Counter(t for v in values for t in set(split(read(v))))  # records, not uses
     n = float(len(values))
     return {t: c / n for t, c in sorted(counts.items()) if c >= 2}, 1.0 / n
 
@@ -246,13 +285,26 @@ def view_levels(views: Sequence[View], left: list[str], right: list[str]) -> NDA
         Each view's kind (one of :data:`VIEW_KINDS`) and frozen document frequencies
         (:func:`document_frequencies`).
     left, right : list of str, length p
+
+    With a dates' view, the views of WITHOUT_DATES read each string without its dates
+    (er.match._dates.without_dates); a model fitted before that view compares whole
+    strings.
     """
     out = np.empty((len(left), len(views)), np.int8)
-    words = None
+    rest = left, right
+    if any(kind == "text_dates" for kind, _, _ in views):
+        rest = [without_dates(v) for v in left], [without_dates(v) for v in right]
+    words: dict[bool, _WordMatrix] = {}
     for j, (kind, df, floor) in enumerate(views):
-        if kind not in ("text_grams", "text_dates") and words is None:
-            words = _WordMatrix(left, right)
-        out[:, j] = _one_view(kind, left, right, words, _Idf(df, 1.0 if floor is None else floor))
+        if kind == "text_dates":
+            out[:, j] = _dates(left, right)
+            continue
+        stripped = kind in WITHOUT_DATES
+        x, y = rest if stripped else (left, right)
+        if kind != "text_grams" and stripped not in words:
+            words[stripped] = _WordMatrix(x, y)
+        idf = _Idf(df, 1.0 if floor is None else floor)
+        out[:, j] = _one_view(kind, x, y, words.get(stripped), idf)
     return out
 
 
@@ -260,9 +312,9 @@ def _one_view(
     kind: str, left: list[str], right: list[str], words: _WordMatrix | None, idf: _Idf
 ) -> NDArray[np.int8]:
     if kind == "text_grams":
-        return np.asarray(1 + np.digitize(_gram_cosine(left, right, idf), GRAM_CUTS), np.int8)
-    if kind == "text_dates":
-        return _dates(left, right)
+        level = np.asarray(1 + np.digitize(_gram_cosine(left, right, idf), GRAM_CUTS), np.int8)
+        level[[not (x and y) for x, y in zip(left, right, strict=True)]] = 0  # a date alone
+        return level
     assert words is not None  # view_levels gathers them for every word view
     if kind == "text_numbers":
         return _numbers(words)

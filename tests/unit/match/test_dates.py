@@ -140,9 +140,10 @@ def test_date_edits_are_the_closest_readings_by_jellyfish(pairs) -> None:  # typ
 _VIEW = {"source": "t", "df_floor": 0.001}
 
 
-def _views_model(dates_far_m: float) -> PairModel:
+def _views_model(dates_far_m: float, event: bool = False) -> PairModel:
     """A model of one string in five views: each word view's upper levels +3 to +10
-    bits, its far level against; the dates' far level's m ``dates_far_m``."""
+    bits, its far level against; the dates' far level's m ``dates_far_m``, one-sided
+    when the dates are an ``event``'s."""
     ms = {
         5: (1.0, 0.01, 0.09, 0.2, 0.7),
         4: (1.0, 0.05, 0.15, 0.8),
@@ -162,7 +163,8 @@ def _views_model(dates_far_m: float) -> PairModel:
             if n == 5 and kind == "text_dates"
             else ms[n]
         )
-        view = FieldWeights(kind=kind, m=m, u=us[n], **_VIEW, name=name)
+        side = event and kind == "text_dates"
+        view = FieldWeights(kind=kind, m=m, u=us[n], **_VIEW, name=name, one_sided=side)
         fields.append(view)
     return PairModel(fields=tuple(fields), prior=1e-4, temperature=VIEW_TEMPERATURE)
 
@@ -171,9 +173,8 @@ def test_a_household_in_one_string_is_two_people_and_a_layout_one() -> None:
     """A household's members (surname, address shared; given name and birth date not)
     agree in every word view, so the views' sum calls them one; their dates differ
     outright, which a birth date's weighs against, and the string then counts once.
-    One person's two records, the date in two layouts, stay one; where a differing
-    date weighs nothing against a match (an event's date, in matches as in random
-    pairs), nothing changes."""
+    One person's two records, the date in two layouts, stay one; where the dates are an
+    event's (one-sided), nothing changes."""
     t = FieldTable(["t"])
     t.add(
         [
@@ -190,7 +191,7 @@ def test_a_household_in_one_string_is_two_people_and_a_layout_one() -> None:
     assert levels[:, -1].tolist() == [1, 4]  # dates far; a date shared
     summed = (np.log2(1e-4 / (1 - 1e-4)) + w[0].sum()) / VIEW_TEMPERATURE
     assert 1 / (1 + 2.0**-summed) > 0.5  # what the views' sum alone says of the household
-    event = _views_model(dates_far_m=0.997)  # matches' dates differ as random pairs' do
+    event = _views_model(dates_far_m=0.997, event=True)  # matches' dates differ as random pairs'
     assert event.probability(t, left, right)[0] > 0.5
 
 
@@ -219,15 +220,16 @@ def test_dates_that_differ_in_strings_equal_but_for_them_are_an_events(event: bo
     st.lists(st.tuples(*[st.integers(0, 4)] * 7), min_size=1, max_size=30),
     st.integers(0, 10_000),
     st.floats(0.5, 4),
+    st.tuples(st.booleans(), st.booleans()),
 )
 def test_dates_apart_counts_a_strings_views_once_by_its_definition(  # type: ignore[no-untyped-def]
-    rows, seed, temperature
+    rows, seed, temperature, events
 ) -> None:
     """Against a pair-by-pair recomputation, two strings and a place beside them: for
-    each string whose dates' view is at "far" and weighs against a match, its agreeing
-    views past the strongest are taken off the total, and the pair's weight is the
-    lesser of its total and the temperature times that; every other pair keeps its
-    total."""
+    each string whose dates' view is two-sided (a person's) and whose dates are not one
+    date (levels 1 to 3), its agreeing views past the strongest are taken off the
+    total, and the pair's weight is the lesser of its total and the temperature times
+    that; every other pair keeps its total."""
     fields = [
         ("text_grams", "a"),
         ("text_share", "a"),
@@ -237,15 +239,16 @@ def test_dates_apart_counts_a_strings_views_once_by_its_definition(  # type: ign
         ("text_dates", "b"),
         ("place", None),
     ]
+    sides = [False, False, events[0], False, False, events[1], False]
     rng = np.random.default_rng(seed)
     weights = rng.normal(0, 8, size=(len(rows), len(fields)))
     levels = np.array(rows, np.int8)
     total = weights.sum(axis=1) + rng.normal(0, 10, size=len(rows))  # a prior, corrections
-    got = dates_apart(total, weights, levels, fields, temperature)
+    got = dates_apart(total, weights, levels, fields, temperature, sides)
     for i in range(len(rows)):
         taken, apart = 0.0, False
         for dates, views in ((2, (0, 1)), (5, (3, 4))):
-            if levels[i, dates] == 1 and weights[i, dates] < 0:
+            if 1 <= levels[i, dates] <= 3 and not sides[dates]:
                 agreeing = sorted(weights[i, v] for v in views if weights[i, v] > 0)
                 taken += sum(agreeing[:-1])  # every agreeing view but the strongest
                 apart = True
