@@ -157,7 +157,8 @@ class Anchors:
 
     fields: list[NDArray[np.bool_] | None]
     shared: NDArray[np.bool_] | None
-    strict: tuple[int, ...] = ()  # fields whose far m is bounded (:func:`anchors_of`)
+    strict: tuple[int, ...] = ()  # fields whose far m is bounded (anchors_of; a string's
+    # dates that are a person's join them in er.match._train)
 
 
 def anchors_of(levels: NDArray[np.int8], kinds: Sequence[str], n_levels: Sequence[int]) -> Anchors:

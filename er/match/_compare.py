@@ -130,8 +130,10 @@ def compare_field(
     b: NDArray[np.int64],
     df: Mapping[str, float] | None = None,
     df_floor: float | None = None,
+    undated: bool = False,
 ) -> NDArray[np.int8]:
-    """Comparison level of each pair for one field.
+    """Comparison level of each pair for one field (a view of free text: with its
+    document frequencies, and ``undated`` if it reads strings without their dates).
 
     Parameters
     ----------
@@ -148,7 +150,7 @@ def compare_field(
         Level of each pair (see the module docstring).
     """
     if kind in VIEW_KINDS:
-        return compare_views([(kind, df or {}, df_floor)], vocab, a, b)[:, 0]
+        return compare_views([(kind, df or {}, df_floor, undated)], vocab, a, b)[:, 0]
     ladder = LADDERS[kind]
     top = ladder.n_levels - 1
     level = np.ones(a.shape, np.int8)

@@ -47,7 +47,7 @@ from er.match._dependence import (
     shared_once,
 )
 from er.match._table import FieldTable
-from er.match._views import IDENTITY_KINDS, dates_apart
+from er.match._views import IDENTITY_KINDS, View, dates_apart
 
 __all__ = [
     "CONTEXT_KINDS",
@@ -128,6 +128,9 @@ class FieldWeights:
         A view's frozen document frequencies (er.match._views.document_frequencies).
     df_floor : float or None
         The document frequency of any gram or word not in ``df``.
+    undated : bool
+        A view that reads its strings without their dates (er.match._views.WITHOUT_DATES;
+        a view fitted before that rule, 2026-12-04, reads whole strings).
     """
 
     name: str
@@ -140,11 +143,18 @@ class FieldWeights:
     source: str | None = None
     df: Mapping[str, float] = field(default_factory=dict)
     df_floor: float | None = None
+    undated: bool = False
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Unpickle, a field pickled before the views of free text included (a writer's
         checkpoint): it gets their defaults, as :meth:`PairModel.from_json` gives."""
-        self.__dict__.update({"source": None, "df": {}, "df_floor": None, **state})
+        defaults: dict[str, Any] = {"source": None, "df": {}, "df_floor": None, "undated": False}
+        self.__dict__.update({**defaults, **state})
+
+    @property
+    def view(self) -> View:
+        """The view of free text this field is (er.match._views.view_levels)."""
+        return self.kind, self.df, self.df_floor, self.undated
 
     @property
     def column(self) -> str:
@@ -223,7 +233,7 @@ class PairModel:
             a, b = codes[left, c].astype(np.int64), codes[right, c].astype(np.int64)
             out[:, f] = compare_field(fw.kind, table.vocab[c], a, b, fw.df, fw.df_floor)
         for c, fs in views.items():
-            specs = [(self.fields[f].kind, self.fields[f].df, self.fields[f].df_floor) for f in fs]
+            specs = [self.fields[f].view for f in fs]
             a, b = codes[left, c].astype(np.int64), codes[right, c].astype(np.int64)
             out[:, fs] = compare_views(specs, table.vocab[c], a, b)
         return out
@@ -292,7 +302,8 @@ class PairModel:
             return total
         kinds = [(fw.kind, fw.source) for fw in self.fields]
         sides = [fw.one_sided for fw in self.fields]
-        return dates_apart(total, w, levels, kinds, self.temperature, sides)
+        undated = [fw.undated for fw in self.fields]
+        return dates_apart(total, w, levels, kinds, self.temperature, sides, undated)
 
     def _summed(self, w: NDArray[np.float64], levels: NDArray[np.int8]) -> NDArray[np.float64]:
         """(p,) the fields' weights summed, households' shared fields counted once."""
@@ -412,6 +423,7 @@ class PairModel:
                 source=f.get("source"),
                 df=dict(f.get("df", {})),
                 df_floor=f.get("df_floor"),
+                undated=bool(f.get("undated", False)),
             )
             for f in doc["fields"]
         )
@@ -432,7 +444,8 @@ def _view_json(f: FieldWeights) -> dict[str, Any]:
     """A view's own keys (none for a plain field: its stored form as before views)."""
     if f.source is None:
         return {}
-    return {"source": f.source, "df": dict(sorted(f.df.items())), "df_floor": f.df_floor}
+    out = {"source": f.source, "df": dict(sorted(f.df.items())), "df_floor": f.df_floor}
+    return {**out, "undated": True} if f.undated else out
 
 
 def _probability(weight: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -54,6 +54,7 @@ from er.match._model import FieldWeights, PairModel, level_bits, one_sided_field
 from er.match._table import FieldTable
 from er.match._views import (
     VIEW_TEMPERATURE,
+    WITHOUT_DATES,
     dates_apart,
     document_frequencies,
     event_dates,
@@ -328,9 +329,9 @@ def _em_rounds(
     """EM and the dependence correction in turn, DEPENDENCE_ROUNDS times, from ``start``
     (None: the starting m and no correction), over ``total`` pairs. ``counted``: the
     pattern counts, and which candidates they hold (None: every one). ``fields``: the
-    correction's blocks of matches (field_blocks) and each field's type: from the round
-    whose correction shows households (households_seen), EM counts the fields they
-    share (shared_block) once."""
+    correction's blocks of matches (field_blocks), each field's type (from the round
+    whose correction shows households, households_seen, EM counts the fields they
+    share, shared_block, once) and the strings in views (_fit_em's ``strings``)."""
     patterns, held = counted
     blocks, kinds, strings = fields
     shared = shared_block(kinds)
@@ -438,8 +439,9 @@ def _blank(name: str, kind: str, source: str | None, table: FieldTable) -> Field
     out = FieldWeights(name=name, kind=kind, m=tuple(m), u=tuple(u), source=source)
     if source is None:
         return out
-    df, floor = document_frequencies(kind, _present(table, table.fields.index(source)))
-    return replace(out, df=df, df_floor=floor)
+    undated = kind in WITHOUT_DATES  # read as view_levels reads them
+    df, floor = document_frequencies(kind, _present(table, table.fields.index(source)), undated)
+    return replace(out, df=df, df_floor=floor, undated=undated)
 
 
 def _present(table: FieldTable, c: int) -> list[str]:

@@ -155,7 +155,8 @@ def event_dates(
 def _chance_sharers(table: FieldTable, column: int) -> NDArray[np.float64]:
     """(len(vocab),) for each value of the text column, how many of the table's records
     would hold every word of its text without dates by chance: n times the product of
-    those words' shares of the records (inf for a text of dates alone)."""
+    those words' shares of the records (inf for a text of dates alone). A rest of one
+    word held by k records gives k: one name beside a date is never an event's."""
     vocab = table.vocab[column]
     codes = table.codes[:, column]
     held = np.bincount(codes[codes >= 0], minlength=len(vocab))  # records per value
@@ -177,6 +178,7 @@ def dates_apart(
     fields: Sequence[tuple[str, str | None]],
     temperature: float,
     one_sided: Sequence[bool] | None = None,
+    undated: Sequence[bool] | None = None,
 ) -> NDArray[np.float64]:
     """(p,) match weights where a pair's strings write dates that are not one date: the
     views of that string counted once.
@@ -192,9 +194,9 @@ def dates_apart(
     for that (the prior and every other field count as they are). Never more than the
     tempered total. EM weighs its pairs so too (er.match._train), or its matches are
     namesakes. On people as one string, 2,223 of 2,606 false pairs wrote dates differing
-    outright where 14 of 8,931 true pairs did; RLdata as one string (names and a birth
-    date) is resolved only so (bench/RESULTS.md, "Entity resolution quality on held-out
-    sets (issue #53)").
+    outright (the far level) where 14 of 8,931 true pairs did; RLdata as one string
+    (names and a birth date) is resolved only so (bench/RESULTS.md, "Entity resolution
+    quality on held-out sets (issue #53)").
 
     Parameters
     ----------
@@ -207,13 +209,20 @@ def dates_apart(
     temperature : float
     one_sided : sequence of bool, length F, optional
         Fields weighed one-sided (an event's dates: never apart); None: none.
+    undated : sequence of bool, length F, optional
+        Views that read their strings without dates; None: all of them. A string whose
+        views read whole strings (a model fitted before that rule) keeps the rule it
+        was fitted with: apart only where its dates differ outright and weigh against.
     """
     once, apart = np.array(total, np.float64), np.zeros(total.shape, bool)
     for d, (kind, source) in enumerate(fields):
         if kind != "text_dates" or (one_sided is not None and one_sided[d]):
             continue
-        here = (levels[:, d] >= DATES_FAR) & (levels[:, d] < DATES_SHARED)
         views = [f for f, (k, s) in enumerate(fields) if s == source and k != "text_dates"]
+        if undated is None or any(undated[f] for f in views):
+            here = (levels[:, d] >= DATES_FAR) & (levels[:, d] < DATES_SHARED)
+        else:
+            here = (levels[:, d] == DATES_FAR) & (weights[:, d] < 0)
         block = weights[here][:, views]
         once[here] += counted_once(block) - block.sum(axis=1)
         apart |= here
@@ -251,7 +260,9 @@ def model_fields(
     return out
 
 
-def document_frequencies(kind: str, values: Sequence[str]) -> tuple[dict[str, float], float | None]:
+def document_frequencies(
+    kind: str, values: Sequence[str], undated: bool = False
+) -> tuple[dict[str, float], float | None]:
     """Share of the training records whose value holds each gram (``text_grams``) or
     word (``text_share``, ``text_rarest``), for those held by two or more; and the
     floor (one over the records) for any other. None for ``text_numbers`` and
@@ -261,18 +272,19 @@ def document_frequencies(kind: str, values: Sequence[str]) -> tuple[dict[str, fl
     ----------
     values : sequence of str
         The field's normalised value in each training record that has one.
+    undated : bool
+        Count them without their dates, as a view that reads strings so does.
     """
     if kind in ("text_numbers", "text_dates") or not values:
         return {}, None
     split = _grams if kind == "text_grams" else _words
-    # read as view_levels reads them (WITHOUT_DATES)
-    read = without_dates if kind in WITHOUT_DATES else str
+    read = without_dates if undated else str
     counts = Counter(t for v in values for t in set(split(read(v))))  # records, not uses
     n = float(len(values))
     return {t: c / n for t, c in sorted(counts.items()) if c >= 2}, 1.0 / n
 
 
-View = tuple[str, Mapping[str, float], float | None]  # kind, frozen df, floor
+View = tuple[str, Mapping[str, float], float | None, bool]  # kind, frozen df, floor, undated
 
 
 def view_levels(views: Sequence[View], left: list[str], right: list[str]) -> NDArray[np.int8]:
@@ -281,25 +293,22 @@ def view_levels(views: Sequence[View], left: list[str], right: list[str]) -> NDA
 
     Parameters
     ----------
-    views : sequence of (kind, df, floor)
-        Each view's kind (one of :data:`VIEW_KINDS`) and frozen document frequencies
-        (:func:`document_frequencies`).
+    views : sequence of (kind, df, floor, undated)
+        Each view's kind (one of :data:`VIEW_KINDS`), frozen document frequencies
+        (:func:`document_frequencies`), and whether it reads each string without its
+        dates (er.match._dates.without_dates; WITHOUT_DATES in a model fitted since
+        that rule, none before).
     left, right : list of str, length p
-
-    With a dates' view, the views of WITHOUT_DATES read each string without its dates
-    (er.match._dates.without_dates); a model fitted before that view compares whole
-    strings.
     """
     out = np.empty((len(left), len(views)), np.int8)
     rest = left, right
-    if any(kind == "text_dates" for kind, _, _ in views):
+    if any(undated for _, _, _, undated in views):
         rest = [without_dates(v) for v in left], [without_dates(v) for v in right]
     words: dict[bool, _WordMatrix] = {}
-    for j, (kind, df, floor) in enumerate(views):
+    for j, (kind, df, floor, stripped) in enumerate(views):
         if kind == "text_dates":
             out[:, j] = _dates(left, right)
             continue
-        stripped = kind in WITHOUT_DATES
         x, y = rest if stripped else (left, right)
         if kind != "text_grams" and stripped not in words:
             words[stripped] = _WordMatrix(x, y)

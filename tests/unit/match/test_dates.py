@@ -172,7 +172,7 @@ def _views_model(dates_far_m: float, event: bool = False) -> PairModel:
 def test_a_household_in_one_string_is_two_people_and_a_layout_one() -> None:
     """A household's members (surname, address shared; given name and birth date not)
     agree in every word view, so the views' sum calls them one; their dates differ
-    outright, which a birth date's weighs against, and the string then counts once.
+    outright, and where the dates are a person's (two-sided) the string then counts once.
     One person's two records, the date in two layouts, stay one; where the dates are an
     event's (one-sided), nothing changes."""
     t = FieldTable(["t"])

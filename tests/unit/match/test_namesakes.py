@@ -7,15 +7,17 @@ under test)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from er.featurize import normalise
-from er.match import FieldTable, train_pair_model
+from er.match import FieldTable, PairModel, train_pair_model
 from er.match._anchors import MAX_FAR_M
-from er.match._views import WITHOUT_DATES, view_levels
+from er.match._dependence import dependence_bits
+from er.match._views import WITHOUT_DATES, dates_apart, model_fields, view_levels
 
 _GIVEN = ["hans", "peter", "anna", "karin", "uwe", "petra", "frank", "birgit", "jens", "helga"]
 _FAMILY = ["mueller", "schmidt", "schneider", "fischer", "weber", "meyer", "wagner", "becker"]
@@ -31,19 +33,43 @@ def _folded(text: str) -> str:
     return out
 
 
+def _share_levels(left: list[set[str]], right: list[set[str]]) -> list[int]:
+    """The share view's levels by its definition where every word weighs the same (no
+    document frequencies): shared words over the smaller side's, cut at 0.3/0.6/0.9;
+    0 for a side without words."""
+    out = []
+    for a, b in zip(left, right, strict=True):
+        share = len(a & b) / min(len(a), len(b)) if a and b else None
+        out.append(0 if share is None else 1 + sum(share >= c for c in (0.3, 0.6, 0.9)))
+    return out
+
+
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(_names, _days, st.sampled_from(_LAYOUTS)), min_size=2, max_size=8))
-def test_the_word_views_read_a_string_without_its_dates(rows) -> None:  # type: ignore[no-untyped-def]
-    """Beside a dates' view, grams, shared words and the rarest word are those of the
-    strings' other words (built without the date, so the reader is not the oracle);
-    without a dates' view (a model fitted before it) the whole strings are compared."""
+@given(
+    st.lists(st.tuples(_names, _days, st.sampled_from(_LAYOUTS)), min_size=2, max_size=8),
+    st.booleans(),
+)
+def test_the_word_views_read_a_string_without_its_dates(rows, dates_view) -> None:  # type: ignore[no-untyped-def]
+    """A view marked ``undated`` (a model fitted since the rule) compares the strings'
+    other words, built without the date, so the reader is not the oracle; an unmarked
+    one (fitted before) the whole strings, date words included: by the share view's
+    definition, with a dates' view beside them or not."""
     full = [_folded(" ".join([*words, day.strftime(layout)])) for words, day, layout in rows]
-    rest = [" ".join(_folded(w) for w in words) for words, _, _ in rows]
+    rest = [{_folded(w) for w in words} for words, _, _ in rows]
+    whole = [set(t.split()) for t in full]
     left, right = full[:-1], full[1:]
-    views = [(kind, {}, 0.2) for kind in sorted(WITHOUT_DATES)]
-    with_dates = view_levels([*views, ("text_dates", {}, None)], left, right)[:, :-1]
-    assert (with_dates == view_levels(views, rest[:-1], rest[1:])).all()
-    assert (view_levels(views, left, right) == view_levels(views, left, right)).all()
+    beside = [("text_dates", {}, None, False)] if dates_view else []
+    for undated, words in ((True, rest), (False, whole)):
+        views = [("text_share", {}, 0.2, undated), *beside]
+        got = view_levels(views, left, right)[:, 0].tolist()
+        assert got == _share_levels(words[:-1], words[1:])
+    kinds = sorted(WITHOUT_DATES)
+    stripped = [(kind, {}, 0.2, True) for kind in kinds]
+    alone = [(kind, {}, 0.2, False) for kind in kinds]
+    restored = [" ".join(_folded(w) for w in words) for words, _, _ in rows]
+    assert np.array_equal(
+        view_levels(stripped, left, right), view_levels(alone, restored[:-1], restored[1:])
+    )
 
 
 def _people(seed: int) -> tuple[list[str], np.ndarray]:
@@ -90,3 +116,38 @@ def test_em_on_names_and_birth_dates_tells_namesakes_from_duplicates() -> None:
     assert (p[spelt] >= 0.5).mean() >= 0.95
     assert (p[namesakes] >= 0.5).mean() <= 0.02
     assert (p[namesakes] < p[same & ~spelt].min()).mean() >= 0.95  # near dates aside
+
+
+def test_a_model_stored_before_the_rule_scores_as_it_was_fitted() -> None:
+    """A stored model keeps reading strings without their dates through a JSON round
+    trip; one stored before the rule (no ``undated`` key) reads whole strings and sets
+    a string apart only where its dates differ outright and weigh against a match, so a
+    pair whose dates are two digits apart keeps its views' tempered sum."""
+    texts, _ = _people(seed=5)
+    table = FieldTable(["t"])
+    table.add([[t] for t in texts])
+    left, right = (x.astype(np.int64) for x in np.triu_indices(60, k=1))
+    model = train_pair_model(table, ["text"], (left, right))
+    assert [f.undated for f in model.fields] == [True, True, True, False, False]
+    again = PairModel.from_json(json.loads(json.dumps(model.to_json())))
+    assert np.array_equal(
+        again.match_weight(table, left, right), model.match_weight(table, left, right)
+    )
+    doc = model.to_json()
+    for f in doc["fields"]:
+        f.pop("undated", None)
+    old = PairModel.from_json(doc)
+    w, levels = old.weights(table, left, right)
+    whole = model_fields(["t"], ["text"])
+    assert not any(f.undated for f in old.fields) and len(whole) == len(old.fields)
+    summed = (
+        np.log2(old.prior / (1 - old.prior))
+        + w.sum(axis=1)
+        + dependence_bits(old.dependence, levels)
+    )
+    near = (levels[:, -1] >= 2) & (levels[:, -1] <= 3)
+    assert near.any()
+    assert np.allclose(old.match_weight(table, left, right)[near], summed[near])
+    fields = [(f.kind, f.source) for f in old.fields]
+    widened = dates_apart(summed, w, levels, fields, old.temperature)  # the rule since
+    assert not np.allclose(widened[near], summed[near])

@@ -37,7 +37,7 @@ def test_u_is_each_levels_share_over_random_pairs_of_every_record(first: int, se
     codes = np.array([vocab.index(t) for t in texts])
     for old, f in zip(held.fields, new.fields, strict=True):
         assert (f.m, f.df, f.df_floor, f.kind) == (old.m, old.df, old.df_floor, old.kind)
-        level = compare_field(f.kind, vocab, codes[rl], codes[rr], f.df, f.df_floor)
+        level = compare_field(f.kind, vocab, codes[rl], codes[rr], f.df, f.df_floor, f.undated)
         counts = np.bincount(level, minlength=len(f.m))[1:] + 0.5  # smoothed
         assert f.u[1:] == pytest.approx(tuple(counts / counts.sum()))
 

@@ -269,6 +269,7 @@ def test_views_compared_together_are_each_views_own_levels(rows, data) -> None: 
                 t.codes[b, c].astype(np.int64),
                 fw.df,
                 fw.df_floor,
+                fw.undated,
             )
             for fw, c in zip(model.fields, model.columns(t), strict=True)
         ]
