@@ -304,11 +304,13 @@ def view_levels(views: Sequence[View], left: list[str], right: list[str]) -> NDA
     rest = left, right
     if any(undated for _, _, _, undated in views):
         rest = [without_dates(v) for v in left], [without_dates(v) for v in right]
-    words: dict[bool, _WordMatrix] = {}
-    for j, (kind, df, floor, stripped) in enumerate(views):
+    whole = rest == (left, right)  # no string writes a date: one reading serves every view
+    words: dict[bool, _WordMatrix] = {}  # the words of each reading, gathered once
+    for j, (kind, df, floor, undated) in enumerate(views):
         if kind == "text_dates":
             out[:, j] = _dates(left, right)
             continue
+        stripped = undated and not whole
         x, y = rest if stripped else (left, right)
         if kind != "text_grams" and stripped not in words:
             words[stripped] = _WordMatrix(x, y)
